@@ -1,0 +1,155 @@
+//! Node names: which computation an address belongs to (DESIGN.md, "Names").
+//!
+//! A names file maps addresses to readable node names, one `ADDRESS NAME` per line as in
+//! `/etc/hosts`; ADDRESS is an IP or `IP:port` (`[v6]:port`). `#` starts a comment. An
+//! `IP:port` entry wins over an `IP` entry. Without an entry, an endpoint's node is its IP (the
+//! host), and a trace's named address is its own node.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::path::Path;
+
+use causeway_sources::{Address, Endpoint};
+
+/// Why a names file could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum NamesError {
+    /// The file could not be read.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// A line is not `ADDRESS NAME`.
+    #[error("{path}:{line}: expected `ADDRESS NAME` with ADDRESS an IP or IP:port, found `{text}`")]
+    BadLine {
+        /// The file.
+        path: String,
+        /// 1-based line number.
+        line: usize,
+        /// The line.
+        text: String,
+    },
+}
+
+/// Address-to-node-name table.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Names {
+    by_endpoint: HashMap<Endpoint, String>,
+    by_ip: HashMap<IpAddr, String>,
+}
+
+impl Names {
+    /// An empty table: every endpoint is named after its IP.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Loads a names file.
+    pub fn load(path: &Path) -> Result<Names, NamesError> {
+        let text = std::fs::read_to_string(path).map_err(|source| NamesError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Names::parse(&text, &path.display().to_string())
+    }
+
+    /// Parses the text of a names file; `path` is used in error messages.
+    pub fn parse(text: &str, path: &str) -> Result<Names, NamesError> {
+        let mut names = Names::new();
+        for (i, raw) in text.lines().enumerate() {
+            let line = raw.split('#').next().unwrap_or("").trim();
+            if line.is_empty() {
+                continue;
+            }
+            let bad = || NamesError::BadLine {
+                path: path.to_owned(),
+                line: i + 1,
+                text: raw.trim().to_owned(),
+            };
+            let mut parts = line.split_whitespace();
+            let (Some(addr), Some(name)) = (parts.next(), parts.next()) else {
+                return Err(bad());
+            };
+            if let Ok(e) = addr.parse::<Endpoint>() {
+                names.by_endpoint.insert(e, name.to_owned());
+            } else if let Ok(ip) = addr.parse::<IpAddr>() {
+                names.by_ip.insert(ip, name.to_owned());
+            } else {
+                return Err(bad());
+            }
+        }
+        Ok(names)
+    }
+
+    /// Adds an entry for an IP.
+    pub fn insert_ip(&mut self, ip: IpAddr, name: &str) {
+        self.by_ip.insert(ip, name.to_owned());
+    }
+
+    /// The name given for `endpoint`, if any.
+    pub fn lookup(&self, endpoint: &Endpoint) -> Option<&str> {
+        self.by_endpoint
+            .get(endpoint)
+            .or_else(|| self.by_ip.get(&endpoint.ip))
+            .map(String::as_str)
+    }
+
+    /// The node an endpoint belongs to: its name, or its IP.
+    pub fn node_of_endpoint(&self, endpoint: &Endpoint) -> String {
+        match self.lookup(endpoint) {
+            Some(n) => n.to_owned(),
+            None => endpoint.ip.to_string(),
+        }
+    }
+
+    /// The node an address belongs to.
+    pub fn node_of(&self, address: &Address) -> String {
+        match address {
+            Address::Endpoint(e) => self.node_of_endpoint(e),
+            Address::Name(n) => n.clone(),
+        }
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.by_endpoint.len() + self.by_ip.len()
+    }
+
+    /// Whether the table is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn port_entries_win_and_bad_lines_are_located() {
+        let n = Names::parse(
+            "# hosts\n10.0.0.1 web1\n10.0.0.1:9000 web1-admin  # alt\n\n[::1]:80 local\n",
+            "names",
+        )
+        .unwrap();
+        assert_eq!(n.node_of_endpoint(&"10.0.0.1:80".parse().unwrap()), "web1");
+        assert_eq!(
+            n.node_of_endpoint(&"10.0.0.1:9000".parse().unwrap()),
+            "web1-admin"
+        );
+        assert_eq!(n.node_of_endpoint(&"[::1]:80".parse().unwrap()), "local");
+        assert_eq!(
+            n.node_of_endpoint(&"10.0.0.7:80".parse().unwrap()),
+            "10.0.0.7"
+        );
+        assert_eq!(n.node_of(&Address::Name("db".into())), "db");
+        let err = Names::parse("10.0.0.1 a\nnot-an-ip b\n", "f.txt")
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("f.txt:2:"), "{err}");
+        assert!(Names::parse("10.0.0.1\n", "f").is_err());
+    }
+}

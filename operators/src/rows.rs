@@ -1,0 +1,83 @@
+//! The `rows` operator: message-trace rows to [`Message`]s.
+//!
+//! - **Input**: [`TraceRow`]s from message-trace sources.
+//! - **Output**: one [`Message`] per row, its nodes named by the [`Names`] table (an endpoint
+//!   without an entry is named after its IP; a named address is its own node).
+//! - **Exchange**: none (pipeline); **state**: none; **cost**: two name lookups per row.
+
+use std::sync::Arc;
+
+use causeway_sources::{Time, TraceRow};
+use timely::dataflow::Stream;
+use timely::dataflow::channels::pact::Pipeline;
+use timely::dataflow::operators::generic::Operator;
+
+use crate::message::Message;
+use crate::names::Names;
+
+/// Converts a row to a message, naming its nodes.
+pub fn message_of_row(row: TraceRow, names: &Names) -> Message {
+    Message {
+        send_ns: row.send_ns,
+        recv_ns: row.recv_ns,
+        src: names.node_of(&row.src),
+        dst: names.node_of(&row.dst),
+        src_endpoint: row.src,
+        dst_endpoint: row.dst,
+        bytes: row.bytes,
+        protocol: None,
+        kind: row.kind,
+        call_id: row.call_id,
+        origin: row.origin,
+        row: Some(row.row),
+    }
+}
+
+/// Extension trait: messages from message-trace rows.
+pub trait RowsToMessages<'scope> {
+    /// One message per row; see the module documentation.
+    fn messages(self, names: Arc<Names>) -> Stream<'scope, Time, Vec<Message>>;
+}
+
+impl<'scope> RowsToMessages<'scope> for Stream<'scope, Time, Vec<TraceRow>> {
+    fn messages(self, names: Arc<Names>) -> Stream<'scope, Time, Vec<Message>> {
+        self.unary(Pipeline, "rows", move |_cap, _info| {
+            move |input, output| {
+                input.for_each_stamp(|cap, data| {
+                    let mut session = output.session(&cap);
+                    for rows in data {
+                        for row in rows.drain(..) {
+                            session.give(message_of_row(row, &names));
+                        }
+                    }
+                });
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use causeway_sources::{Address, OriginId};
+
+    #[test]
+    fn rows_become_named_messages() {
+        let names = Names::parse("10.0.0.2 web\n", "n").unwrap();
+        let row = TraceRow {
+            origin: OriginId(2),
+            row: 7,
+            send_ns: Some(5),
+            recv_ns: None,
+            src: Address::parse("10.0.0.1:40000"),
+            dst: Address::parse("10.0.0.2:80"),
+            bytes: Some(100),
+            kind: None,
+            call_id: None,
+        };
+        let m = message_of_row(row, &names);
+        assert_eq!((m.src.as_str(), m.dst.as_str()), ("10.0.0.1", "web"));
+        assert_eq!(m.row, Some(7));
+        assert_eq!(m.ts_ns(), 5);
+    }
+}

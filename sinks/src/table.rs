@@ -1,0 +1,307 @@
+//! The terminal-table sink: what a person reads at the end of a run.
+//!
+//! Sections appear when there is something to show: per-input statistics (what capinfos
+//! reports), the largest conversations (what tshark's `-z conv` reports), and messages per
+//! node pair. State: the latest statistics per origin, the top `top` conversations by bytes
+//! (a bounded heap) with a total count, and one aggregate per node pair: bounded by the number
+//! of origins, `top`, and node pairs, never by the number of records.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+use std::fmt::Write as _;
+use std::time::{Duration, UNIX_EPOCH};
+
+use causeway_operators::{Flow, OriginStats};
+use causeway_sources::decode::linktype;
+use causeway_sources::{OriginId, Origins};
+
+use crate::output::Output;
+use crate::{Record, Sink, SinkError};
+
+#[derive(Default)]
+struct Edge {
+    messages: u64,
+    bytes: u64,
+    both_sides: u64,
+    latency_sum_ns: i128,
+}
+
+/// Renders a summary table when the run ends.
+pub struct Table {
+    out: Output,
+    origins: Origins,
+    top: usize,
+    stats: BTreeMap<OriginId, OriginStats>,
+    flows: BinaryHeap<Reverse<(u64, Flow)>>,
+    flow_count: u64,
+    edges: BTreeMap<(String, String), Edge>,
+}
+
+impl Table {
+    /// A table sink writing to `out`, listing the `top` largest conversations.
+    pub fn new(out: Output, origins: Origins, top: usize) -> Self {
+        Table {
+            out,
+            origins,
+            top,
+            stats: BTreeMap::new(),
+            flows: BinaryHeap::new(),
+            flow_count: 0,
+            edges: BTreeMap::new(),
+        }
+    }
+
+    fn render(&self) -> String {
+        let mut s = String::new();
+        if !self.stats.is_empty() {
+            s.push_str(&self.render_stats());
+        }
+        if self.flow_count > 0 {
+            s.push_str(&self.render_flows());
+        }
+        if !self.edges.is_empty() {
+            s.push_str(&self.render_edges());
+        }
+        if s.is_empty() {
+            s.push_str("No records.\n");
+        }
+        s
+    }
+
+    fn render_stats(&self) -> String {
+        let mut s = String::new();
+        for st in self.stats.values() {
+            let t = &st.stats;
+            let _ = writeln!(s, "Input {}", self.origins.name(st.origin));
+            let formats: Vec<&str> = t.formats.keys().map(String::as_str).collect();
+            let links: Vec<String> = t.linktypes.keys().map(|l| linktype::name(*l)).collect();
+            let mut format = formats.join(", ");
+            if !links.is_empty() {
+                let _ = write!(format, "; {}", links.join(", "));
+            }
+            line(&mut s, "format", &format);
+            line(&mut s, "records", &group(t.records));
+            if t.tcp + t.udp > 0 {
+                line(
+                    &mut s,
+                    "tcp / udp / ipv6",
+                    &format!("{} / {} / {}", group(t.tcp), group(t.udp), group(t.ipv6)),
+                );
+            }
+            line(&mut s, "bytes", &group(t.bytes));
+            if let (Some(first), Some(last)) = (t.first_ns, t.last_ns) {
+                line(&mut s, "first", &timestamp(first));
+                line(&mut s, "last", &timestamp(last));
+                let span = last.saturating_sub(first);
+                line(&mut s, "duration", &format!("{:.6} s", span as f64 / 1e9));
+                if span > 0 {
+                    let secs = span as f64 / 1e9;
+                    line(
+                        &mut s,
+                        "rate",
+                        &format!(
+                            "{:.1} records/s, {:.1} bytes/s",
+                            t.records as f64 / secs,
+                            t.bytes as f64 / secs
+                        ),
+                    );
+                }
+            }
+            let skipped = t.skipped_by_name();
+            if !skipped.is_empty() {
+                let list: Vec<String> = skipped
+                    .iter()
+                    .map(|(k, v)| format!("{k} {}", group(*v)))
+                    .collect();
+                line(&mut s, "skipped", &list.join(", "));
+            }
+            if t.late > 0 {
+                line(&mut s, "late", &group(t.late));
+            }
+            s.push('\n');
+        }
+        s
+    }
+
+    fn render_flows(&self) -> String {
+        let mut flows: Vec<&Flow> = self.flows.iter().map(|Reverse((_, f))| f).collect();
+        flows.sort_by_key(|f| Reverse(f.bytes[0] + f.bytes[1]));
+        let mut rows = vec![vec![
+            "proto".to_owned(),
+            "client".to_owned(),
+            "server".to_owned(),
+            "packets →".to_owned(),
+            "← packets".to_owned(),
+            "bytes →".to_owned(),
+            "← bytes".to_owned(),
+            "duration".to_owned(),
+            "end".to_owned(),
+        ]];
+        for f in flows {
+            rows.push(vec![
+                f.protocol.as_str().to_owned(),
+                f.client.to_string(),
+                f.server.to_string(),
+                group(f.packets[0]),
+                group(f.packets[1]),
+                group(f.bytes[0]),
+                group(f.bytes[1]),
+                format!("{:.3} s", f.end_ns.saturating_sub(f.start_ns) as f64 / 1e9),
+                f.end.as_str().to_owned(),
+            ]);
+        }
+        let shown = rows.len() - 1;
+        let mut s = format!(
+            "Conversations: {} (largest {} by bytes)\n",
+            group(self.flow_count),
+            shown
+        );
+        s.push_str(&columns(&rows, &[3, 4, 5, 6, 7]));
+        s.push('\n');
+        s
+    }
+
+    fn render_edges(&self) -> String {
+        let mut rows = vec![vec![
+            "src".to_owned(),
+            "dst".to_owned(),
+            "messages".to_owned(),
+            "bytes".to_owned(),
+            "recv−send (raw clocks)".to_owned(),
+        ]];
+        for ((src, dst), e) in &self.edges {
+            let latency = if e.both_sides > 0 {
+                format!(
+                    "{:.3} ms mean",
+                    e.latency_sum_ns as f64 / e.both_sides as f64 / 1e6
+                )
+            } else {
+                "one side only".to_owned()
+            };
+            rows.push(vec![
+                src.clone(),
+                dst.clone(),
+                group(e.messages),
+                group(e.bytes),
+                latency,
+            ]);
+        }
+        let total: u64 = self.edges.values().map(|e| e.messages).sum();
+        let mut s = format!(
+            "Messages: {} between {} node pairs\n",
+            group(total),
+            self.edges.len()
+        );
+        s.push_str(&columns(&rows, &[2, 3, 4]));
+        s.push('\n');
+        s
+    }
+}
+
+impl Sink for Table {
+    fn write(&mut self, record: &Record) -> Result<(), SinkError> {
+        match record {
+            Record::Stats(s) => {
+                self.stats.insert(s.origin, s.clone());
+            }
+            Record::Flow(f) => {
+                self.flow_count += 1;
+                self.flows
+                    .push(Reverse((f.bytes[0] + f.bytes[1], f.clone())));
+                if self.flows.len() > self.top {
+                    self.flows.pop();
+                }
+            }
+            Record::Message(m) => {
+                let e = self
+                    .edges
+                    .entry((m.src.clone(), m.dst.clone()))
+                    .or_default();
+                e.messages += 1;
+                e.bytes += m.bytes.unwrap_or(0);
+                if let (Some(s), Some(r)) = (m.send_ns, m.recv_ns) {
+                    e.both_sides += 1;
+                    e.latency_sum_ns += r as i128 - s as i128;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self) -> Result<(), SinkError> {
+        let text = self.render();
+        self.out.write_all(text.as_bytes())?;
+        self.out.flush()
+    }
+}
+
+fn line(s: &mut String, label: &str, value: &str) {
+    let _ = writeln!(s, "  {label:<18} {value}");
+}
+
+/// Thousands-separated integer.
+pub fn group(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// RFC 3339 UTC time with nanoseconds.
+pub fn timestamp(ns: u64) -> String {
+    humantime::format_rfc3339_nanos(UNIX_EPOCH + Duration::from_nanos(ns)).to_string()
+}
+
+/// Aligns rows into columns; columns listed in `right` are right-aligned. The first row is the
+/// header, underlined.
+fn columns(rows: &[Vec<String>], right: &[usize]) -> String {
+    let n = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..n)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|x| x.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut s = String::new();
+    for (i, row) in rows.iter().enumerate() {
+        let mut cells = Vec::new();
+        for (c, cell) in row.iter().enumerate() {
+            let pad = widths[c].saturating_sub(cell.chars().count());
+            if right.contains(&c) {
+                cells.push(format!("{}{cell}", " ".repeat(pad)));
+            } else {
+                cells.push(format!("{cell}{}", " ".repeat(pad)));
+            }
+        }
+        let _ = writeln!(s, "  {}", cells.join("  ").trim_end());
+        if i == 0 {
+            let total = widths.iter().sum::<usize>() + 2 * widths.len().saturating_sub(1);
+            let _ = writeln!(s, "  {}", "─".repeat(total));
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_and_times_read_well() {
+        assert_eq!(group(0), "0");
+        assert_eq!(group(1234), "1,234");
+        assert_eq!(group(1234567), "1,234,567");
+        assert_eq!(
+            timestamp(1_000_000_000_123),
+            "1970-01-01T00:16:40.000000123Z"
+        );
+    }
+}

@@ -1,0 +1,81 @@
+//! Causeway's sources: everything that produces observations.
+//!
+//! Layers, bottom up:
+//! - [`pcap`]: frames from classic pcap and pcapng streams, with damage handling;
+//! - [`decode`]: frames to [`Packet`] observations (link layer, IP, TCP/UDP);
+//! - [`trace`]: message-trace CSV rows to [`TraceRow`] observations;
+//! - [`input`]: command-line inputs (`NAME=PATH`, `-`, gzip) opened and format-detected;
+//! - [`reader`]: an [`ObservationReader`] per input, counting into [`SourceStats`];
+//! - [`operator`]: the timely `source` operator that merges a worker's readers in event time
+//!   and keeps the watermark.
+//!
+//! Observations come in typed streams, one per kind (packets, message-trace rows; socket calls
+//! and TCP samples as their sources arrive). Every observation carries its [`OriginId`]: the sniffer or trace it came from, which is also
+//! the clock domain of its timestamps.
+
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+
+pub mod decode;
+pub mod input;
+pub mod observation;
+pub mod operator;
+pub mod origin;
+pub mod pcap;
+pub mod reader;
+pub mod stats;
+pub mod trace;
+
+use serde::{Deserialize, Serialize};
+
+pub use input::{InputError, InputKind, InputSpec, ProgressCounter, open};
+pub use observation::{
+    Address, Batch, Endpoint, MessageKind, Nanos, Packet, Protocol, TcpFields, TcpFlags, TraceRow,
+};
+pub use operator::{SourceConfig, SourceStreams, read_inputs};
+pub use origin::{OriginId, Origins};
+pub use reader::ObservationReader;
+pub use stats::{SkipReason, SourceStats};
+
+/// Timely time throughout Causeway: event time in ns since the epoch.
+pub type Time = u64;
+
+/// A problem with an input that did not stop it: damage skipped, a read that failed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Warning {
+    /// The input's origin.
+    pub origin: OriginId,
+    /// The input's path.
+    pub path: String,
+    /// Byte offset where the problem starts, when there is one.
+    pub offset: Option<u64>,
+    /// What happened, in one line.
+    pub message: String,
+}
+
+impl std::fmt::Display for Warning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.offset {
+            Some(o) => write!(f, "{}: offset {}: {}", self.path, o, self.message),
+            None => write!(f, "{}: {}", self.path, self.message),
+        }
+    }
+}
+
+/// What sources report besides observations, as data.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SourceEvent {
+    /// Counts since the origin's previous delta.
+    Stats {
+        /// Whose counts.
+        origin: OriginId,
+        /// The delta.
+        stats: SourceStats,
+    },
+    /// A warning about an input.
+    Warning(Warning),
+}
+
+/// How many damage warnings per input are spelled out before the rest are only counted.
+pub fn warning_limit() -> usize {
+    20
+}

@@ -1,0 +1,350 @@
+//! The `source` operator: a worker's inputs merged in event time, with a watermark.
+//!
+//! - **Input**: the [`ObservationReader`]s assigned to this worker (each input is read by
+//!   exactly one worker).
+//! - **Outputs**: [`Packet`]s, [`TraceRow`]s, and [`SourceEvent`]s (per-origin count deltas
+//!   and warnings, as data). Observations are merged across this worker's readers in
+//!   timestamp order and sent at the operator's current capability, which never exceeds their
+//!   event time unless they are late (see below). Timely time is event time in ns, quantised
+//!   to `tick_ns`. While one reader alone has records, its batches go to timely whole, without
+//!   copying records.
+//! - **Watermark**: the minimum over active readers of the next record's time, minus the
+//!   allowed lateness; the capability follows it. Records older than the capability are late:
+//!   they are still sent (at the capability) and counted in the origin's `late`.
+//! - **State**: one buffered batch per reader. Nothing grows with the input.
+//! - **Back-pressure**: given a probe on the end of the dataflow, the operator stops reading
+//!   while its capability is more than `max_ahead_ns` past the probe's frontier, so a fast
+//!   worker cannot outrun a slow one by more than that much event time.
+//! - **Cost**: per record, one comparison per reader holding records; reading and decoding
+//!   are the readers' cost.
+
+use std::time::Duration;
+
+use timely::dataflow::operators::generic::OutputBuilder;
+use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
+use timely::dataflow::{ProbeHandle, Scope, Stream};
+
+use crate::observation::{Batch, Nanos, Packet, TraceRow};
+use crate::reader::ObservationReader;
+use crate::stats::SourceStats;
+use crate::{SourceEvent, Time};
+
+/// How the source operator paces itself.
+#[derive(Clone, Copy, Debug)]
+pub struct SourceConfig {
+    /// How far behind the newest record the watermark stays, in ns.
+    pub lateness_ns: Nanos,
+    /// Granularity of timely time, in ns of event time.
+    pub tick_ns: Nanos,
+    /// Records read from a reader at a time.
+    pub batch: usize,
+    /// Records sent per activation before yielding to other operators.
+    pub budget: usize,
+    /// How far (ns of event time) the source may run ahead of the dataflow's output frontier.
+    pub max_ahead_ns: Nanos,
+}
+
+impl Default for SourceConfig {
+    fn default() -> Self {
+        SourceConfig {
+            lateness_ns: 2_000_000_000,
+            tick_ns: 1_000_000,
+            batch: 1024,
+            budget: 8192,
+            max_ahead_ns: 60_000_000_000,
+        }
+    }
+}
+
+/// The streams a source produces.
+pub struct SourceStreams<'scope> {
+    /// Captured packets.
+    pub packets: Stream<'scope, Time, Vec<Packet>>,
+    /// Message-trace rows.
+    pub rows: Stream<'scope, Time, Vec<TraceRow>>,
+    /// Count deltas and warnings.
+    pub events: Stream<'scope, Time, Vec<SourceEvent>>,
+}
+
+struct Lane {
+    reader: Box<dyn ObservationReader>,
+    /// The batch being emitted: observations from `pos` on are still to go.
+    batch: Batch,
+    pos: usize,
+    done: bool,
+    late: u64,
+}
+
+impl Lane {
+    fn refill(&mut self, size: usize) {
+        while self.pos >= self.batch.len() && !self.done {
+            self.batch.clear();
+            self.pos = 0;
+            self.done = !self.reader.read_batch(size, &mut self.batch);
+        }
+    }
+
+    fn head_ts(&self) -> Option<Nanos> {
+        self.batch.ts_at(self.pos)
+    }
+
+    fn active(&self) -> bool {
+        !self.done || self.pos < self.batch.len()
+    }
+}
+
+/// Where the merger sends observations.
+trait Emit {
+    fn packet(&mut self, p: Packet);
+    fn row(&mut self, r: TraceRow);
+    fn packets(&mut self, batch: &mut Vec<Packet>);
+    fn rows(&mut self, batch: &mut Vec<TraceRow>);
+}
+
+/// Merges readers by timestamp and keeps the watermark.
+struct Merger {
+    lanes: Vec<Lane>,
+    config: SourceConfig,
+    activations: u64,
+}
+
+impl Merger {
+    fn refill(&mut self) {
+        for lane in &mut self.lanes {
+            lane.refill(self.config.batch);
+        }
+    }
+
+    fn finished(&self) -> bool {
+        self.lanes.iter().all(|l| !l.active())
+    }
+
+    /// The time below which no further on-time record can arrive, quantised down to a tick.
+    fn watermark(&self) -> Option<Time> {
+        let next = self
+            .lanes
+            .iter()
+            .filter(|l| l.active())
+            .filter_map(Lane::head_ts)
+            .min()?;
+        let w = next.saturating_sub(self.config.lateness_ns);
+        Some(w - w % self.config.tick_ns.max(1))
+    }
+
+    /// Sends up to about `budget` observations, in timestamp order across lanes, counting those
+    /// older than `now` as late.
+    fn emit(&mut self, now: Time, out: &mut impl Emit) {
+        let (size, budget) = (self.config.batch, self.config.budget);
+        let mut sent = 0;
+        while sent < budget {
+            let mut best: Option<(usize, Nanos)> = None;
+            let mut holding = 0;
+            for (i, lane) in self.lanes.iter().enumerate() {
+                if let Some(ts) = lane.head_ts() {
+                    holding += 1;
+                    if best.is_none_or(|(_, b)| ts < b) {
+                        best = Some((i, ts));
+                    }
+                }
+            }
+            let Some((i, _)) = best else { break };
+            let lane = &mut self.lanes[i];
+            if holding == 1 && lane.pos == 0 {
+                // The only lane with records: pass its whole batch on.
+                let b = &mut lane.batch;
+                lane.late += b.packets.iter().filter(|p| p.ts_ns < now).count() as u64;
+                lane.late += b.rows.iter().filter(|r| r.ts_ns() < now).count() as u64;
+                sent += b.len();
+                if !b.packets.is_empty() {
+                    out.packets(&mut b.packets);
+                }
+                if !b.rows.is_empty() {
+                    out.rows(&mut b.rows);
+                }
+                b.clear();
+            } else {
+                let take = if holding == 1 {
+                    lane.batch.len() - lane.pos
+                } else {
+                    1
+                };
+                for _ in 0..take {
+                    let pos = lane.pos;
+                    lane.pos += 1;
+                    if let Some(p) = lane.batch.packets.get(pos) {
+                        if p.ts_ns < now {
+                            lane.late += 1;
+                        }
+                        out.packet(*p);
+                    } else if let Some(r) = lane.batch.rows.get_mut(pos) {
+                        if r.ts_ns() < now {
+                            lane.late += 1;
+                        }
+                        out.row(std::mem::take(r));
+                    }
+                }
+                sent += take;
+            }
+            lane.refill(size);
+        }
+    }
+
+    /// Count deltas and warnings; counts only every 64 activations unless `force`.
+    fn events(&mut self, force: bool) -> Vec<SourceEvent> {
+        self.activations += 1;
+        let mut events = Vec::new();
+        let counts_due = force || self.activations % 64 == 0;
+        for lane in &mut self.lanes {
+            events.extend(
+                lane.reader
+                    .take_warnings()
+                    .into_iter()
+                    .map(SourceEvent::Warning),
+            );
+            if counts_due || !lane.active() {
+                let mut stats: SourceStats = lane.reader.take_stats();
+                stats.late += std::mem::take(&mut lane.late);
+                if !stats.is_empty() {
+                    events.push(SourceEvent::Stats {
+                        origin: lane.reader.origin(),
+                        stats,
+                    });
+                }
+            }
+        }
+        events
+    }
+}
+
+/// Builds the source operator over `readers` (this worker's share of the inputs). `probe`,
+/// when given, should observe the end of the dataflow; the source then applies back-pressure
+/// against it.
+pub fn read_inputs<'scope>(
+    scope: Scope<'scope, Time>,
+    readers: Vec<Box<dyn ObservationReader>>,
+    config: SourceConfig,
+    probe: Option<ProbeHandle<Time>>,
+) -> SourceStreams<'scope> {
+    let mut builder = OperatorBuilder::new("source".to_owned(), scope);
+    let activator = scope.activator_for(builder.operator_info().address);
+    let (packets_out, packets) = builder.new_output::<Vec<Packet>>();
+    let (rows_out, rows) = builder.new_output::<Vec<TraceRow>>();
+    let (events_out, events) = builder.new_output::<Vec<SourceEvent>>();
+    let mut packets_out = OutputBuilder::from(packets_out);
+    let mut rows_out = OutputBuilder::from(rows_out);
+    let mut events_out = OutputBuilder::from(events_out);
+    let lanes = readers
+        .into_iter()
+        .map(|reader| Lane {
+            reader,
+            batch: Batch::default(),
+            pos: 0,
+            done: false,
+            late: 0,
+        })
+        .collect();
+    let mut merger = Merger {
+        lanes,
+        config,
+        activations: 0,
+    };
+
+    builder.build(move |mut capabilities| {
+        let event_cap = capabilities.pop();
+        let row_cap = capabilities.pop();
+        let packet_cap = capabilities.pop();
+        let mut caps = match (packet_cap, row_cap, event_cap) {
+            (Some(p), Some(r), Some(e)) => Some([p, r, e]),
+            _ => None,
+        };
+        move |_frontiers| {
+            let Some(caps_now) = caps.as_mut() else {
+                return;
+            };
+            let time = *caps_now[0].time();
+            if let Some(probe) = &probe {
+                if probe.less_than(&time.saturating_sub(config.max_ahead_ns)) {
+                    activator.activate_after(Duration::from_millis(1));
+                    return;
+                }
+            }
+            merger.refill();
+            if let Some(w) = merger.watermark() {
+                if w > time {
+                    for c in caps_now.iter_mut() {
+                        c.downgrade(&w);
+                    }
+                }
+            }
+            let now = *caps_now[0].time();
+            {
+                let mut packets = packets_out.activate();
+                let mut rows = rows_out.activate();
+                let mut sessions = Sessions {
+                    packets: packets.session(&caps_now[0]),
+                    rows: rows.session(&caps_now[1]),
+                };
+                merger.emit(now, &mut sessions);
+            }
+            let finished = merger.finished();
+            let batch = merger.events(finished);
+            if !batch.is_empty() {
+                let mut handle = events_out.activate();
+                handle
+                    .session(&caps_now[2])
+                    .give_iterator(batch.into_iter());
+            }
+            if finished {
+                caps = None;
+            } else {
+                activator.activate();
+            }
+        }
+    });
+    SourceStreams {
+        packets,
+        rows,
+        events,
+    }
+}
+
+struct Sessions<P, R> {
+    packets: P,
+    rows: R,
+}
+
+impl<'a, 'b, T, CT, CR> Emit
+    for Sessions<
+        timely::dataflow::operators::generic::Session<
+            'a,
+            'b,
+            T,
+            timely::container::CapacityContainerBuilder<Vec<Packet>>,
+            CT,
+        >,
+        timely::dataflow::operators::generic::Session<
+            'a,
+            'b,
+            T,
+            timely::container::CapacityContainerBuilder<Vec<TraceRow>>,
+            CR,
+        >,
+    >
+where
+    T: timely::progress::Timestamp,
+    CT: timely::dataflow::operators::CapabilityTrait<T>,
+    CR: timely::dataflow::operators::CapabilityTrait<T>,
+{
+    fn packet(&mut self, p: Packet) {
+        self.packets.give(p);
+    }
+    fn row(&mut self, r: TraceRow) {
+        self.rows.give(r);
+    }
+    fn packets(&mut self, batch: &mut Vec<Packet>) {
+        self.packets.give_container(batch);
+    }
+    fn rows(&mut self, batch: &mut Vec<TraceRow>) {
+        self.rows.give_container(batch);
+    }
+}

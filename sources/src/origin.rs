@@ -1,0 +1,119 @@
+//! Origins: where observations come from, and which clock they carry.
+//!
+//! Every observation carries an [`OriginId`], a small index into the run's [`Origins`] table.
+//! An origin is a sniffer (a pcap file named `NAME=PATH`, or after the file's stem) or a trace
+//! file; it is also the clock domain of the timestamps it records. Several files may share one
+//! origin (a sniffer that rotated its output with `tcpdump -C`).
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// Index of an origin in the run's [`Origins`] table.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+pub struct OriginId(pub u16);
+
+/// What an origin is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Origin {
+    /// The name users see: the sniffer's name, or the file's stem.
+    pub name: String,
+}
+
+/// The table of origins of one run; identical on every worker and process, since it is built
+/// from the command line alone.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Origins {
+    origins: Vec<Origin>,
+}
+
+impl Origins {
+    /// An empty table.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The id for `name`, adding it if it is new.
+    pub fn intern(&mut self, name: &str) -> OriginId {
+        if let Some(i) = self.origins.iter().position(|o| o.name == name) {
+            return OriginId(i as u16);
+        }
+        self.origins.push(Origin {
+            name: name.to_owned(),
+        });
+        OriginId((self.origins.len() - 1) as u16)
+    }
+
+    /// The name of `id`, or `origin#N` for an id this table does not hold.
+    pub fn name(&self, id: OriginId) -> String {
+        match self.origins.get(id.0 as usize) {
+            Some(o) => o.name.clone(),
+            None => format!("origin#{}", id.0),
+        }
+    }
+
+    /// Number of origins.
+    pub fn len(&self) -> usize {
+        self.origins.len()
+    }
+
+    /// Whether the table is empty.
+    pub fn is_empty(&self) -> bool {
+        self.origins.is_empty()
+    }
+
+    /// All origins with their ids.
+    pub fn iter(&self) -> impl Iterator<Item = (OriginId, &Origin)> {
+        self.origins
+            .iter()
+            .enumerate()
+            .map(|(i, o)| (OriginId(i as u16), o))
+    }
+}
+
+/// The origin name a path gets when the user does not name it: the file name without
+/// directories and without the extensions `.gz`, `.pcap`, `.pcapng`, `.cap` and `.csv`.
+pub fn default_origin_name(path: &str) -> String {
+    if path == "-" {
+        return "stdin".to_owned();
+    }
+    let mut name = Path::new(path)
+        .file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.to_owned());
+    for ext in [".gz", ".pcapng", ".pcap", ".cap", ".csv"] {
+        if let Some(stripped) = name.strip_suffix(ext) {
+            if !stripped.is_empty() {
+                name = stripped.to_owned();
+            }
+        }
+    }
+    name
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_strip_directories_and_capture_extensions() {
+        assert_eq!(default_origin_name("/tmp/x/web1.pcap"), "web1");
+        assert_eq!(default_origin_name("db.pcapng.gz"), "db");
+        assert_eq!(default_origin_name("trace.csv"), "trace");
+        assert_eq!(default_origin_name("-"), "stdin");
+        assert_eq!(default_origin_name(".pcap"), ".pcap");
+    }
+
+    #[test]
+    fn interning_is_stable() {
+        let mut o = Origins::new();
+        let a = o.intern("a");
+        let b = o.intern("b");
+        assert_eq!(o.intern("a"), a);
+        assert_ne!(a, b);
+        assert_eq!(o.name(b), "b");
+        assert_eq!(o.len(), 2);
+    }
+}

@@ -1,0 +1,301 @@
+//! The command line: `causeway analyze|stats|generate|demo`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Causeway: find where time goes in a distributed system you cannot open up.
+///
+/// Causeway reads what components say to each other (packets from pcap/pcapng captures,
+/// message traces) and, knowing nothing about the application, reports flows, messages and
+/// where time goes. Inputs are read as a streaming timely dataflow in event time, in memory
+/// bounded by the window, not by the input.
+#[derive(Debug, Parser)]
+#[command(
+    name = "causeway",
+    version,
+    propagate_version = true,
+    max_term_width = 100
+)]
+pub struct Cli {
+    /// More log output on stderr (-v: info, -vv: debug).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    /// Only errors on stderr.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Analyse captures and message traces: conversations, messages, statistics.
+    ///
+    /// Until path inference lands this reports conversations (from packets), messages (from
+    /// message traces) and per-input statistics; it never prints path patterns it did not
+    /// infer.
+    ///
+    /// Examples:
+    ///   causeway analyze web1=web1.pcap db=db.pcapng.gz
+    ///   causeway analyze --format jsonl -o out.jsonl trace.csv
+    ///   tcpdump -i any -w - | causeway analyze -
+    #[command(verbatim_doc_comment)]
+    Analyze(AnalyzeArgs),
+    /// Capture statistics: packets, bytes, time span, protocols, conversations, damage.
+    ///
+    /// What capinfos and tshark's conversation statistics tell, for any mix of pcap, pcapng,
+    /// gzip-compressed captures and message traces.
+    ///
+    /// Examples:
+    ///   causeway stats capture.pcapng
+    ///   causeway stats --format json *.pcap.gz
+    #[command(verbatim_doc_comment)]
+    Stats(StatsArgs),
+    /// Write a synthetic trace with ground truth (after Project 5's maketrace).
+    ///
+    /// Tracelets (templates of message sequences between named nodes, with Gaussian delays)
+    /// are instantiated by concurrent clients with think times. The output directory receives
+    /// one pcap per sniffer (real TCP: handshake, segments, ACKs, FIN; and UDP) or a
+    /// message-trace CSV, a names file, and truth.jsonl with the true path instances and
+    /// patterns.
+    ///
+    /// Examples:
+    ///   causeway generate --preset multi-tier --messages 200000 -o /tmp/mt
+    ///   causeway generate --preset children-parallel --parallelism 5 --format csv -o /tmp/cp
+    ///   causeway generate --config my-system.toml --sniffers per-host --clock-offset 10ms -o /tmp/x
+    #[command(verbatim_doc_comment)]
+    Generate(GenerateArgs),
+    /// Generate a multi-tier trace in a temporary directory and analyse it.
+    Demo(DemoArgs),
+}
+
+/// Output format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum FormatArg {
+    /// A summary table for people.
+    Table,
+    /// One JSON object per line (the output contract; see README).
+    Jsonl,
+    /// One JSON array.
+    Json,
+}
+
+impl From<FormatArg> for causeway_sinks::Format {
+    fn from(f: FormatArg) -> Self {
+        match f {
+            FormatArg::Table => causeway_sinks::Format::Table,
+            FormatArg::Jsonl => causeway_sinks::Format::Jsonl,
+            FormatArg::Json => causeway_sinks::Format::Json,
+        }
+    }
+}
+
+/// Where and how results are written.
+#[derive(Debug, Args, Clone)]
+pub struct OutputArgs {
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = FormatArg::Table)]
+    pub format: FormatArg,
+    /// Write results to FILE instead of stdout.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Show a progress bar on stderr: auto (when stderr is a terminal), always or never.
+    #[arg(long, value_enum, default_value_t = ProgressArg::Auto)]
+    pub progress: ProgressArg,
+}
+
+/// When to show progress.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ProgressArg {
+    /// When stderr is a terminal.
+    Auto,
+    /// Always.
+    Always,
+    /// Never.
+    Never,
+}
+
+/// How the dataflow runs: worker threads and timely's process settings.
+#[derive(Debug, Args, Clone)]
+pub struct EngineArgs {
+    /// Worker threads per process.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub workers: usize,
+    /// Number of processes in a cluster run (timely's -n).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub processes: usize,
+    /// This process's index in a cluster run, 0-based (timely's -p).
+    #[arg(long, value_name = "I", default_value_t = 0)]
+    pub process: usize,
+    /// File with one host:port per line, one line per process (timely's -h). Without it,
+    /// processes listen on localhost:2101, 2102, ...
+    #[arg(long, value_name = "FILE")]
+    pub hostfile: Option<PathBuf>,
+    /// How far behind the newest record the event-time watermark stays. Records older than
+    /// that are counted as late (and still used).
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
+    pub lateness: Duration,
+}
+
+/// `causeway analyze`.
+#[derive(Debug, Args)]
+pub struct AnalyzeArgs {
+    /// Captures (pcap, pcapng, optionally .gz) and message traces (CSV). NAME=PATH names the
+    /// sniffer (its clock domain); otherwise the file's stem does. `-` reads stdin.
+    #[arg(required = true, value_name = "INPUT")]
+    pub inputs: Vec<String>,
+    /// File mapping addresses to node names, one `ADDRESS NAME` per line (as /etc/hosts;
+    /// ADDRESS is an IP or IP:port).
+    #[arg(long, value_name = "FILE")]
+    pub names: Option<PathBuf>,
+    /// What to report.
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [EmitArg::Flows, EmitArg::Messages, EmitArg::Stats])]
+    pub emit: Vec<EmitArg>,
+    /// A conversation without packets for this long is reported and forgotten.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+    pub idle_timeout: Duration,
+    /// Also report statistics every DURATION of event time (jsonl), not only at the end.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub emit_every: Option<Duration>,
+    /// Conversations listed in the table.
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub top: usize,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub output: OutputArgs,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub engine: EngineArgs,
+}
+
+/// Record kinds `analyze` can report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum EmitArg {
+    /// Conversation summaries (from packets).
+    Flows,
+    /// Messages (from message traces).
+    Messages,
+    /// Per-input statistics.
+    Stats,
+}
+
+/// `causeway stats`.
+#[derive(Debug, Args)]
+pub struct StatsArgs {
+    /// Captures (pcap, pcapng, optionally .gz) and message traces; `-` reads stdin.
+    #[arg(required = true, value_name = "INPUT")]
+    pub inputs: Vec<String>,
+    /// Conversations listed in the table.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub top: usize,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub output: OutputArgs,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub engine: EngineArgs,
+}
+
+/// What `generate` writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum TraceFormatArg {
+    /// Classic pcap, nanosecond timestamps, Ethernet.
+    Pcap,
+    /// pcapng, nanosecond timestamps, Ethernet.
+    Pcapng,
+    /// A message-trace CSV (send_ns, recv_ns, src, dst, bytes, kind, call_id).
+    Csv,
+}
+
+/// Where `generate` places sniffers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SniffersArg {
+    /// One sniffer (a mirror port) sees every message once.
+    Single,
+    /// A sniffer on every server host, in that host's clock; messages between two servers
+    /// appear in both captures.
+    PerHost,
+}
+
+/// `causeway generate`.
+#[derive(Debug, Args)]
+pub struct GenerateArgs {
+    /// A built-in system: multi-tier (Project 5 Fig. 10), children-parallel, children-0-2,
+    /// children-d-cc, penalty-breaker (Project 5 §7.5.2), cdn-miss (WAP5 Fig. 12).
+    #[arg(
+        long,
+        value_name = "NAME",
+        conflicts_with = "config",
+        required_unless_present = "config"
+    )]
+    pub preset: Option<String>,
+    /// A system description in TOML (see `causeway generate --print-preset multi-tier`).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Print a preset's TOML (a starting point for --config) and exit.
+    #[arg(long, value_name = "NAME", exclusive = true)]
+    pub print_preset: Option<String>,
+    /// Output directory (created if needed).
+    #[arg(
+        short,
+        long,
+        value_name = "DIR",
+        required_unless_present = "print_preset"
+    )]
+    pub output: Option<PathBuf>,
+    /// Stop after this many messages.
+    #[arg(long, value_name = "N", default_value_t = 20_000)]
+    pub messages: u64,
+    /// Target mean per-node parallelism (Project 5 Table 1): the generator scales think times
+    /// until the measured value is close. Without it the system's own think times are used.
+    #[arg(long, value_name = "P")]
+    pub parallelism: Option<f64>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = TraceFormatArg::Pcap)]
+    pub format: TraceFormatArg,
+    /// Sniffer placement (pcap and pcapng output).
+    #[arg(long, value_enum, default_value_t = SniffersArg::Single)]
+    pub sniffers: SniffersArg,
+    /// Probability that a sniffer misses a packet (a message-trace row loses a side).
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.0)]
+    pub loss: f64,
+    /// Largest clock offset of a node: each node's clock is off by a uniform random amount
+    /// in ±DURATION.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub clock_offset: Option<Duration>,
+    /// Largest clock drift of a node, in parts per million (uniform in ±PPM).
+    #[arg(long, value_name = "PPM", default_value_t = 0.0)]
+    pub drift_ppm: f64,
+    /// Random seed: the same seed and options give the same files.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Start time of the trace, in seconds since the epoch.
+    #[arg(long, value_name = "UNIX_SECONDS", default_value_t = 1_767_225_600)]
+    pub start: u64,
+    /// Also gzip-compress the captures (.pcap.gz).
+    #[arg(long)]
+    pub gzip: bool,
+}
+
+/// `causeway demo`.
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Messages to generate.
+    #[arg(long, value_name = "N", default_value_t = 20_000)]
+    pub messages: u64,
+    /// Keep the generated files in DIR instead of a temporary directory.
+    #[arg(long, value_name = "DIR")]
+    pub keep: Option<PathBuf>,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub output: OutputArgs,
+}
+
+/// Parses `500ms`, `2s`, `1m30s`, `10min`, `1h`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|e| format!("`{s}`: {e} (examples: 500ms, 2s, 10m)"))
+}

@@ -1,0 +1,244 @@
+//! The engine: builds the timely dataflow from sources, operators and sinks, and runs it.
+//!
+//! ```text
+//!  source (per worker: its share of the inputs, merged in event time)
+//!    ├─ packets ── flows ──────────────┐
+//!    ├─ rows ───── rows (→ messages) ──┼── deliver (worker 0: sinks)
+//!    └─ events ─── stats ──────────────┘
+//! ```
+//!
+//! Input `i` is read by worker `i mod peers`; records are exchanged by key in the operators
+//! that need it. Scale-out is timely's own: worker threads, and processes given by index,
+//! count and host file.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+use causeway_operators::{CollectStats, FlowConfig, Flows, Names, RowsToMessages};
+use causeway_sinks::{Deliver, Record, SinkError, SinkSet};
+use causeway_sources::decode::DecodeOptions;
+use causeway_sources::{
+    InputSpec, ObservationReader, Origins, ProgressCounter, SourceConfig, SourceStreams, Time,
+    read_inputs,
+};
+use timely::dataflow::ProbeHandle;
+use timely::dataflow::operators::vec::Map;
+use timely::dataflow::operators::{Concatenate, Probe};
+use timely::{CommunicationConfig, Config, WorkerConfig};
+
+use crate::cli::EngineArgs;
+
+/// Which records a run reports.
+#[derive(Clone, Copy, Debug)]
+pub struct Emit {
+    /// Conversation summaries.
+    pub flows: bool,
+    /// Messages.
+    pub messages: bool,
+    /// Per-origin statistics.
+    pub stats: bool,
+}
+
+/// Everything a run needs besides its sinks.
+#[derive(Clone)]
+pub struct Job {
+    /// The inputs, in command-line order.
+    pub inputs: Vec<InputSpec>,
+    /// Their origins.
+    pub origins: Origins,
+    /// Address-to-node names.
+    pub names: Arc<Names>,
+    /// Source pacing.
+    pub source: SourceConfig,
+    /// Conversation timeouts.
+    pub flows: FlowConfig,
+    /// What to report.
+    pub emit: Emit,
+    /// Periodic statistics, in event time.
+    pub stats_every: Option<Time>,
+    /// Decoding options.
+    pub decode: DecodeOptions,
+}
+
+/// The timely configuration for `args`.
+pub fn timely_config(args: &EngineArgs) -> Result<Config> {
+    if args.workers == 0 {
+        bail!("--workers must be at least 1");
+    }
+    if args.processes == 0 || args.process >= args.processes {
+        bail!(
+            "--process {} is not below --processes {}",
+            args.process,
+            args.processes
+        );
+    }
+    let communication = if args.processes > 1 {
+        let addresses = match &args.hostfile {
+            Some(path) => {
+                let text =
+                    std::fs::read_to_string(path).with_context(|| format!("{}", path.display()))?;
+                let hosts: Vec<String> = text
+                    .lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty())
+                    .map(str::to_owned)
+                    .collect();
+                if hosts.len() < args.processes {
+                    bail!(
+                        "{}: {} addresses for {} processes",
+                        path.display(),
+                        hosts.len(),
+                        args.processes
+                    );
+                }
+                hosts.into_iter().take(args.processes).collect()
+            }
+            None => (0..args.processes)
+                .map(|i| format!("localhost:{}", 2101 + i))
+                .collect(),
+        };
+        CommunicationConfig::Cluster {
+            threads: args.workers,
+            process: args.process,
+            addresses,
+            report: false,
+            zerocopy: false,
+        }
+    } else if args.workers > 1 {
+        CommunicationConfig::Process(args.workers)
+    } else {
+        CommunicationConfig::Thread
+    };
+    Ok(Config {
+        communication,
+        worker: WorkerConfig::default(),
+    })
+}
+
+/// Readers opened by the main thread (so that a bad input fails before anything starts),
+/// waiting for the worker that reads them.
+type ReaderSlots = Arc<Mutex<Vec<Option<Box<dyn ObservationReader>>>>>;
+
+/// Opens the inputs this process's workers read. Input `i` goes to worker `i mod peers`.
+fn open_inputs(
+    job: &Job,
+    args: &EngineArgs,
+    progress: Option<&ProgressCounter>,
+) -> Result<ReaderSlots> {
+    let peers = args.workers * args.processes;
+    let mut slots = Vec::new();
+    for (i, spec) in job.inputs.iter().enumerate() {
+        let worker = i % peers;
+        if worker / args.workers == args.process {
+            let (reader, _) = causeway_sources::open(spec, job.decode, progress.cloned())?;
+            slots.push(Some(reader));
+        } else {
+            slots.push(None);
+        }
+    }
+    Ok(Arc::new(Mutex::new(slots)))
+}
+
+/// Runs `job`, delivering its records to `sinks`.
+pub fn run(
+    job: Job,
+    args: &EngineArgs,
+    sinks: SinkSet,
+    progress: Option<ProgressCounter>,
+) -> Result<()> {
+    let config = timely_config(args)?;
+    let slots = open_inputs(&job, args, progress.as_ref())?;
+    let sink_set = sinks.clone();
+    let job = Arc::new(job);
+    let guards = timely::execute(config, move |worker| {
+        let index = worker.index();
+        let peers = worker.peers();
+        let readers: Vec<Box<dyn ObservationReader>> = match slots.lock() {
+            Ok(mut slots) => slots
+                .iter_mut()
+                .enumerate()
+                .filter(|(i, _)| i % peers == index)
+                .filter_map(|(_, s)| s.take())
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        let probe = ProbeHandle::new();
+        let job = Arc::clone(&job);
+        let sinks = sink_set.clone();
+        worker.dataflow::<Time, _, _>(|scope| {
+            let SourceStreams {
+                packets,
+                rows,
+                events,
+            } = read_inputs(scope, readers, job.source, Some(probe.clone()));
+            let mut outputs = Vec::new();
+            if job.emit.flows {
+                outputs.push(packets.flows(job.flows).map(Record::Flow));
+            }
+            if job.emit.messages {
+                outputs.push(rows.messages(Arc::clone(&job.names)).map(Record::Message));
+            }
+            let stats = events.collect_stats(job.stats_every);
+            if job.emit.stats {
+                outputs.push(stats.map(Record::Stats));
+            } else {
+                // Still computed: it prints the inputs' warnings.
+                outputs.push(stats.flat_map(|_| None));
+            }
+            scope.concatenate(outputs).probe_with(&probe).deliver(sinks);
+        });
+    })
+    .map_err(|e| anyhow!("cannot start workers: {e}"))?;
+    for result in guards.join() {
+        result.map_err(|e| anyhow!("worker failed: {e}"))?;
+    }
+    match sinks.error() {
+        None | Some(SinkError::Closed) => Ok(()),
+        Some(e) => Err(e.into()),
+    }
+}
+
+/// A progress bar on stderr that follows a byte counter until dropped.
+pub struct Progress {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Progress {
+    /// Starts a bar over `total` bytes (unknown when `None`), fed by `counter`.
+    pub fn start(counter: ProgressCounter, total: Option<u64>) -> Progress {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        let thread = std::thread::spawn(move || {
+            let bar = match total {
+                Some(t) => indicatif::ProgressBar::new(t),
+                None => indicatif::ProgressBar::new_spinner(),
+            };
+            let style = indicatif::ProgressStyle::with_template(
+                "{spinner} reading {bytes}/{total_bytes} [{wide_bar}] {bytes_per_sec}, {eta} left",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
+            bar.set_style(style);
+            while !flag.load(Ordering::Relaxed) {
+                bar.set_position(counter.load(Ordering::Relaxed));
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            bar.finish_and_clear();
+        });
+        Progress {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

@@ -1,0 +1,506 @@
+//! `causeway generate`: synthetic traces with ground truth, after Project 5's maketrace
+//! (§7.1.1).
+//!
+//! A [`config::System`] (a preset or a TOML file) describes server nodes, services and
+//! tracelets. [`sim::Simulator`] instantiates tracelets in client loops with think times;
+//! [`net::Network`] carries each message over TCP connections or UDP; [`write`] places
+//! sniffers (one mirror port, or one per server host in that host's clock, with loss) and
+//! writes pcap/pcapng captures or a message-trace CSV; [`truth`] records the true path
+//! instances and patterns. Everything streams: memory holds what is in flight, not the trace.
+
+pub mod config;
+pub mod net;
+pub mod sim;
+pub mod truth;
+pub mod write;
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use rand::rngs::Xoshiro256PlusPlus;
+use rand::{RngExt, SeedableRng};
+use serde_json::{Value, json};
+
+use crate::cli::{GenerateArgs, SniffersArg, TraceFormatArg};
+use config::System;
+use net::Network;
+use sim::{Host, Instance, ParallelismMeter, Simulator};
+use truth::{Truth, TruthMessage};
+use write::{Captures, Clock, Container, Placement, Row, TraceCsv};
+
+/// What to generate.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Stop after this many messages.
+    pub messages: u64,
+    /// Target mean per-node parallelism.
+    pub parallelism: Option<f64>,
+    /// Output.
+    pub format: TraceFormatArg,
+    /// Sniffer placement.
+    pub sniffers: SniffersArg,
+    /// Loss probability per packet copy (per row side for CSV).
+    pub loss: f64,
+    /// Largest random clock offset per node, ns.
+    pub clock_offset_ns: f64,
+    /// Largest random drift per node, ppm.
+    pub drift_ppm: f64,
+    /// Seed.
+    pub seed: u64,
+    /// Trace start, ns since the epoch.
+    pub start_epoch_ns: u64,
+    /// Gzip the outputs.
+    pub gzip: bool,
+}
+
+/// What a run produced.
+#[derive(Debug)]
+pub struct Summary {
+    /// Files written, with record counts.
+    pub files: Vec<(PathBuf, u64)>,
+    /// Messages generated.
+    pub messages: u64,
+    /// Instances generated.
+    pub instances: u64,
+    /// Distinct true patterns.
+    pub patterns: usize,
+    /// Measured mean per-node parallelism.
+    pub parallelism: f64,
+    /// True duration in seconds.
+    pub duration_s: f64,
+    /// Packet copies the sniffers dropped (loss).
+    pub dropped: u64,
+}
+
+/// `causeway generate` from the command line.
+pub fn run(args: &GenerateArgs) -> Result<()> {
+    if let Some(name) = &args.print_preset {
+        print!("{}", config::preset(name)?);
+        return Ok(());
+    }
+    let system = match (&args.preset, &args.config) {
+        (Some(name), _) => System::from_toml(config::preset(name)?, name)?,
+        (None, Some(path)) => {
+            let text =
+                std::fs::read_to_string(path).with_context(|| format!("{}", path.display()))?;
+            System::from_toml(&text, &path.display().to_string())?
+        }
+        (None, None) => bail!("give --preset NAME or --config FILE"),
+    };
+    let Some(dir) = &args.output else {
+        bail!("give the output directory with -o DIR")
+    };
+    if !(0.0..1.0).contains(&args.loss) {
+        bail!("--loss must be in [0, 1)");
+    }
+    let options = Options {
+        messages: args.messages,
+        parallelism: args.parallelism,
+        format: args.format,
+        sniffers: args.sniffers,
+        loss: args.loss,
+        clock_offset_ns: args.clock_offset.map_or(0.0, |d| d.as_nanos() as f64),
+        drift_ppm: args.drift_ppm,
+        seed: args.seed,
+        start_epoch_ns: args.start.saturating_mul(1_000_000_000),
+        gzip: args.gzip,
+    };
+    let summary = generate(&system, &options, dir)?;
+    eprintln!(
+        "generated {} messages in {} instances of {} patterns over {:.1} s, mean per-node parallelism {:.2}",
+        summary.messages,
+        summary.instances,
+        summary.patterns,
+        summary.duration_s,
+        summary.parallelism
+    );
+    for (path, n) in &summary.files {
+        eprintln!("  {} ({n} records)", path.display());
+    }
+    if summary.dropped > 0 {
+        eprintln!(
+            "  sniffers dropped {} packet copies (--loss)",
+            summary.dropped
+        );
+    }
+    Ok(())
+}
+
+fn node_name(system: &System, h: Host) -> String {
+    match h {
+        Host::Server(i) => system.nodes[i as usize].name.clone(),
+        Host::Client(_) => "CLIENT".to_owned(),
+    }
+}
+
+/// An instance whose truth line waits for its CSV rows.
+struct Pending {
+    pattern: String,
+    messages: Vec<TruthMessage>,
+    order: Vec<(usize, Option<usize>)>,
+    /// Ids of its messages that have a row coming (the others were lost on both sides).
+    expected: Vec<u64>,
+}
+
+fn instance_line(
+    pattern: &str,
+    messages: &[TruthMessage],
+    order: &[(usize, Option<usize>)],
+    rows: &HashMap<u64, u64>,
+) -> Value {
+    let list: Vec<Value> = order
+        .iter()
+        .map(|&(i, parent)| {
+            let m = &messages[i];
+            json!({
+                "src": m.src,
+                "dst": m.dst,
+                "dst_port": m.dst_port,
+                "src_endpoint": m.src_endpoint,
+                "dst_endpoint": m.dst_endpoint,
+                "send_ns": m.send_ns,
+                "recv_ns": m.recv_ns,
+                "true_send_ns": m.true_send_ns,
+                "true_recv_ns": m.true_recv_ns,
+                "parent": parent,
+                "row": rows.get(&m.id),
+            })
+        })
+        .collect();
+    json!({"schema": 1, "kind": "instance", "pattern": pattern, "probability": 1.0, "messages": list})
+}
+
+/// Generates `options.messages` messages of `system` into `dir`.
+pub fn generate(system: &System, options: &Options, dir: &Path) -> Result<Summary> {
+    std::fs::create_dir_all(dir).with_context(|| format!("{}", dir.display()))?;
+    let (multiplier, think_scale) = match options.parallelism {
+        Some(p) if p < 1.0 => {
+            bail!("--parallelism is a mean number of concurrent calls per node: at least 1")
+        }
+        Some(p) => {
+            let (m, s, _) = sim::calibrate(system, options.seed, p, options.messages);
+            (m, s)
+        }
+        None => (1, 1.0),
+    };
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(options.seed ^ 0x7472_7574_68);
+    let clocks: Vec<Clock> = system
+        .nodes
+        .iter()
+        .map(|n| {
+            let offset = if options.clock_offset_ns > 0.0 {
+                rng.random_range(-options.clock_offset_ns..=options.clock_offset_ns)
+            } else {
+                0.0
+            };
+            let drift = if options.drift_ppm > 0.0 {
+                rng.random_range(-options.drift_ppm..=options.drift_ppm)
+            } else {
+                0.0
+            };
+            Clock {
+                offset_ns: n.clock_offset_ns + offset,
+                drift_ppm: n.drift_ppm + drift,
+            }
+        })
+        .collect();
+    let clock_of = |h: Host| match h {
+        Host::Server(i) => clocks[i as usize],
+        Host::Client(_) => Clock::default(),
+    };
+    let names: Vec<String> = system.nodes.iter().map(|n| n.name.clone()).collect();
+
+    // names file
+    let mut names_file = BufWriter::new(File::create(dir.join("names.txt")).context("names.txt")?);
+    writeln!(
+        names_file,
+        "# generated by causeway generate: server addresses and node names"
+    )?;
+    for n in &system.nodes {
+        writeln!(names_file, "{} {}", n.ip, n.name)?;
+    }
+    names_file.flush()?;
+
+    let mut captures = None;
+    let mut csv = None;
+    match options.format {
+        TraceFormatArg::Pcap | TraceFormatArg::Pcapng => {
+            let container = if options.format == TraceFormatArg::Pcap {
+                Container::Pcap
+            } else {
+                Container::PcapNg
+            };
+            let placement = match options.sniffers {
+                SniffersArg::Single => Placement::Single,
+                SniffersArg::PerHost => Placement::PerHost,
+            };
+            captures = Some(Captures::open(
+                dir,
+                placement,
+                &names,
+                &clocks,
+                container,
+                options.gzip,
+                options.loss,
+                options.start_epoch_ns,
+                &mut rng,
+            )?);
+        }
+        TraceFormatArg::Csv => csv = Some(TraceCsv::open(dir, options.gzip)?),
+    }
+    let truth_path = dir.join("truth.jsonl");
+    let mut truth_out = BufWriter::new(
+        File::create(&truth_path).with_context(|| format!("{}", truth_path.display()))?,
+    );
+
+    // Records of an instance lie after its start, except connection set-up before its first
+    // message: keep a margin of a few round trips.
+    let max_latency = system
+        .config
+        .links
+        .iter()
+        .map(|l| l.network_ms)
+        .fold(system.config.network_ms, f64::max)
+        * 1e6
+        * (1.0 + 4.0 * system.config.network_jitter);
+    let margin = 3.0 * max_latency + 1e6;
+    let min_offset = clocks.iter().map(|c| c.offset_ns).fold(0.0, f64::min);
+    let max_drift = clocks.iter().map(|c| c.drift_ppm.abs()).fold(0.0, f64::max);
+
+    let mut network = Network::new(system, options.seed);
+    let mut meter = ParallelismMeter::new(system.nodes.len());
+    let mut truth = Truth::default();
+    let mut rows: HashMap<u64, u64> = HashMap::new();
+    let mut pending: Vec<Pending> = Vec::new();
+    let mut message_count = 0u64;
+    let mut first_ns = f64::MAX;
+    let mut last_ns = 0.0f64;
+    let mut instance_count = 0u64;
+    let mut simulator = Simulator::new(system, options.seed, multiplier, think_scale);
+
+    while message_count < options.messages {
+        let Some(instance) = simulator.next() else {
+            break;
+        };
+        let frontier = instance.start_ns - margin;
+        if instance_count % 512 == 0 {
+            network.close_idle(frontier, 60e9);
+        }
+        if let Some(c) = captures.as_mut() {
+            c.flush(frontier)?;
+        }
+        if let Some(t) = csv.as_mut() {
+            let limit = write::absolute(
+                options.start_epoch_ns,
+                frontier * (1.0 - max_drift * 1e-6) + min_offset,
+            );
+            t.flush(limit, |id, row| {
+                rows.insert(id, row);
+            })?;
+            write_ready(&mut pending, &mut rows, &mut truth_out, false)?;
+        }
+        meter.advance(instance.start_ns);
+        meter.add(&instance);
+
+        let endpoints = network.carry(&instance);
+        if let Some(c) = captures.as_mut() {
+            c.add(&network.out, &mut rng);
+        }
+        network.out.clear();
+
+        let messages = truth_messages(
+            system,
+            &instance,
+            &endpoints,
+            options.start_epoch_ns,
+            &clock_of,
+        );
+        let mut expected = Vec::new();
+        if let Some(t) = csv.as_mut() {
+            for (m, tm) in instance.messages.iter().zip(messages.iter()) {
+                let send = (options.loss == 0.0 || rng.random::<f64>() >= options.loss)
+                    .then_some(tm.send_ns);
+                let recv = (options.loss == 0.0 || rng.random::<f64>() >= options.loss)
+                    .then_some(tm.recv_ns);
+                let Some(ts) = send.or(recv) else { continue };
+                expected.push(m.id);
+                let call = m.answers.unwrap_or(m.index);
+                t.add(Row {
+                    ts,
+                    id: m.id,
+                    send_ns: send,
+                    recv_ns: recv,
+                    src: endpoints[m.index].0,
+                    dst: endpoints[m.index].1,
+                    bytes: m.bytes,
+                    kind: if m.answers.is_some() {
+                        "return"
+                    } else {
+                        "call"
+                    },
+                    call_id: format!("{}.{}", instance.id, call),
+                });
+            }
+        }
+        let (pattern, order) = truth.add(&messages);
+        if csv.is_some() {
+            pending.push(Pending {
+                pattern,
+                messages,
+                order,
+                expected,
+            });
+        } else {
+            let line = instance_line(&pattern, &messages, &order, &rows);
+            serde_json::to_writer(&mut truth_out, &line)?;
+            truth_out.write_all(b"\n")?;
+        }
+        first_ns = first_ns.min(instance.start_ns);
+        last_ns = last_ns.max(instance.end_ns());
+        message_count += instance.messages.len() as u64;
+        instance_count += 1;
+    }
+
+    network.close_all(last_ns + 1e6);
+    let mut files = Vec::new();
+    let mut dropped = 0;
+    if let Some(mut c) = captures {
+        c.add(&network.out, &mut rng);
+        let (sniffed, lost) = c.finish()?;
+        dropped = lost;
+        files.extend(sniffed.into_iter().map(|s| (s.path, s.packets)));
+    }
+    if let Some(t) = csv {
+        let (path, n) = t.finish(|id, row| {
+            rows.insert(id, row);
+        })?;
+        files.push((path, n));
+        write_ready(&mut pending, &mut rows, &mut truth_out, true)?;
+    }
+    let (parallelism, per_node) = meter.finish();
+    let start_ns = write::absolute(options.start_epoch_ns, first_ns.min(last_ns));
+    let end_ns = write::absolute(options.start_epoch_ns, last_ns);
+    for line in truth.pattern_lines((start_ns, end_ns)) {
+        serde_json::to_writer(&mut truth_out, &line)?;
+        truth_out.write_all(b"\n")?;
+    }
+    let clocks_json: serde_json::Map<String, Value> = system
+        .nodes
+        .iter()
+        .zip(clocks.iter())
+        .map(|(n, c)| {
+            (
+                n.name.clone(),
+                json!({"offset_ms": c.offset_ns / 1e6, "drift_ppm": c.drift_ppm}),
+            )
+        })
+        .collect();
+    let per_node_json: serde_json::Map<String, Value> = system
+        .nodes
+        .iter()
+        .zip(per_node.iter())
+        .filter_map(|(n, p)| p.map(|p| (n.name.clone(), json!(p))))
+        .collect();
+    let summary_line = json!({
+        "schema": 1,
+        "kind": "truth",
+        "system": system.config.name,
+        "messages": message_count,
+        "instances": instance_count,
+        "patterns": truth.pattern_count(),
+        "clients": simulator.clients(),
+        "mean_parallelism": parallelism,
+        "per_node_parallelism": per_node_json,
+        "target_parallelism": options.parallelism,
+        "start_ns": start_ns,
+        "end_ns": end_ns,
+        "format": format!("{:?}", options.format).to_lowercase(),
+        "sniffers": format!("{:?}", options.sniffers).to_lowercase(),
+        "loss": options.loss,
+        "clocks": clocks_json,
+        "seed": options.seed,
+    });
+    serde_json::to_writer(&mut truth_out, &summary_line)?;
+    truth_out.write_all(b"\n")?;
+    truth_out.flush()?;
+    files.push((
+        truth_path,
+        truth.instances + truth.pattern_count() as u64 + 1,
+    ));
+    Ok(Summary {
+        files,
+        messages: message_count,
+        instances: instance_count,
+        patterns: truth.pattern_count(),
+        parallelism,
+        duration_s: (last_ns - first_ns.min(last_ns)) / 1e9,
+        dropped,
+    })
+}
+
+/// Writes the truth lines of pending instances whose rows are all known, in generation order
+/// (so the file lists instances by start time), and forgets their rows. `all` writes every
+/// pending instance.
+fn write_ready(
+    pending: &mut Vec<Pending>,
+    rows: &mut HashMap<u64, u64>,
+    out: &mut impl Write,
+    all: bool,
+) -> Result<()> {
+    let ready = if all {
+        pending.len()
+    } else {
+        pending
+            .iter()
+            .take_while(|p| p.expected.iter().all(|id| rows.contains_key(id)))
+            .count()
+    };
+    for p in pending.drain(..ready) {
+        serde_json::to_writer(
+            &mut *out,
+            &instance_line(&p.pattern, &p.messages, &p.order, rows),
+        )?;
+        out.write_all(b"\n")?;
+        for id in &p.expected {
+            rows.remove(id);
+        }
+    }
+    Ok(())
+}
+
+fn truth_messages(
+    system: &System,
+    instance: &Instance,
+    endpoints: &[net::Endpoints],
+    start_epoch_ns: u64,
+    clock_of: &impl Fn(Host) -> Clock,
+) -> Vec<TruthMessage> {
+    let abs = |t: f64| write::absolute(start_epoch_ns, t);
+    instance
+        .messages
+        .iter()
+        .map(|m| {
+            let (src_ep, dst_ep) = endpoints[m.index];
+            TruthMessage {
+                src: node_name(system, m.from),
+                dst: node_name(system, m.to),
+                dst_port: if m.answers.is_some() {
+                    None
+                } else {
+                    Some(dst_ep.port())
+                },
+                src_endpoint: src_ep.to_string(),
+                dst_endpoint: dst_ep.to_string(),
+                send_ns: abs(clock_of(m.from).local(m.send_ns)),
+                recv_ns: abs(clock_of(m.to).local(m.recv_ns)),
+                true_send_ns: abs(m.send_ns),
+                true_recv_ns: abs(m.recv_ns),
+                parent: m.parent,
+                id: m.id,
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,410 @@
+//! Instances of tracelets in time: client loops with think times, Gaussian delays, network
+//! latency; and the mean per-node parallelism such a run has.
+//!
+//! Each tracelet runs in `parallel × multiplier` client loops; each loop is one client host
+//! that runs an instance, waits a uniform think time (scaled by `think_scale`), and starts the
+//! next. [`Simulator`] yields instances in order of start time; all times are true times in ns
+//! relative to the start of the trace.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use rand::rngs::Xoshiro256PlusPlus;
+use rand::{RngExt, SeedableRng};
+use rand_distr::{Distribution, Normal};
+
+use super::config::{CLIENT, System};
+
+/// A host: a server node (index into `System::nodes`) or a client loop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Host {
+    /// A server node.
+    Server(u32),
+    /// A client host (one per client loop).
+    Client(u32),
+}
+
+/// One generated message, in true time.
+#[derive(Clone, Debug)]
+pub struct GenMessage {
+    /// Global sequence number.
+    pub id: u64,
+    /// Its tracelet message index.
+    pub index: usize,
+    /// Causal parent within the instance.
+    pub parent: Option<usize>,
+    /// Sender.
+    pub from: Host,
+    /// Receiver.
+    pub to: Host,
+    /// Send time of its first byte.
+    pub send_ns: f64,
+    /// Arrival time of its last byte.
+    pub recv_ns: f64,
+    /// One-way latency.
+    pub latency_ns: f64,
+    /// Size.
+    pub bytes: u32,
+    /// For a return: the index of the call it answers.
+    pub answers: Option<usize>,
+}
+
+/// One instance of a tracelet.
+#[derive(Clone, Debug)]
+pub struct Instance {
+    /// Sequence number.
+    pub id: u64,
+    /// Tracelet index.
+    pub tracelet: usize,
+    /// Start time.
+    pub start_ns: f64,
+    /// Messages in tracelet order.
+    pub messages: Vec<GenMessage>,
+}
+
+impl Instance {
+    /// Time the last message arrives.
+    pub fn end_ns(&self) -> f64 {
+        self.messages
+            .iter()
+            .map(|m| m.recv_ns)
+            .fold(self.start_ns, f64::max)
+    }
+}
+
+/// Gap between consecutive segments of one message (about 1 Gbit/s for full segments).
+pub const SEGMENT_GAP_NS: f64 = 12_000.0;
+
+struct Loop {
+    tracelet: usize,
+    client: u32,
+}
+
+/// Generates instances in start order.
+pub struct Simulator<'a> {
+    system: &'a System,
+    rng: Xoshiro256PlusPlus,
+    loops: Vec<Loop>,
+    heap: BinaryHeap<Reverse<(u64, u32)>>,
+    think_scale: f64,
+    next_instance: u64,
+    next_message: u64,
+}
+
+impl<'a> Simulator<'a> {
+    /// A simulator with `multiplier` loops per configured loop and think times scaled by
+    /// `think_scale`.
+    pub fn new(system: &'a System, seed: u64, multiplier: u32, think_scale: f64) -> Self {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+        let mut loops = Vec::new();
+        let mut heap = BinaryHeap::new();
+        for (t, tracelet) in system.tracelets.iter().enumerate() {
+            for _ in 0..tracelet.parallel * multiplier.max(1) {
+                let client = loops.len() as u32;
+                loops.push(Loop {
+                    tracelet: t,
+                    client,
+                });
+                // Desynchronise the loops' first starts over one think time.
+                let first = rng.random::<f64>() * tracelet.think_ns.1 * think_scale;
+                heap.push(Reverse((first as u64, client)));
+            }
+        }
+        Simulator {
+            system,
+            rng,
+            loops,
+            heap,
+            think_scale,
+            next_instance: 0,
+            next_message: 0,
+        }
+    }
+
+    /// Number of client hosts.
+    pub fn clients(&self) -> usize {
+        self.loops.len()
+    }
+
+    fn gauss(&mut self, mean: f64, sd: f64) -> f64 {
+        if sd <= 0.0 {
+            return mean;
+        }
+        match Normal::new(mean, sd) {
+            Ok(n) => n.sample(&mut self.rng),
+            Err(_) => mean,
+        }
+    }
+
+    /// One-way latency between the roles of two hosts.
+    fn latency(&mut self, from_role: &str, to_role: &str) -> f64 {
+        let mean = self.system.latency_ns(from_role, to_role);
+        let l = self.gauss(mean, mean * self.system.config.network_jitter);
+        l.max(mean * 0.5).max(1_000.0)
+    }
+
+    fn role_of(&self, h: Host) -> &str {
+        match h {
+            Host::Server(i) => &self.system.nodes[i as usize].role,
+            Host::Client(_) => CLIENT,
+        }
+    }
+}
+
+impl Iterator for Simulator<'_> {
+    type Item = Instance;
+
+    fn next(&mut self) -> Option<Instance> {
+        let Reverse((start, loop_id)) = self.heap.pop()?;
+        let tracelet_index = self.loops[loop_id as usize].tracelet;
+        let client = self.loops[loop_id as usize].client;
+        let system = self.system;
+        let tracelet = &system.tracelets[tracelet_index];
+        // Bind slots to hosts: distinct slots of one role get distinct nodes when possible.
+        let mut hosts: Vec<Host> = Vec::with_capacity(tracelet.slots.len());
+        for slot in &tracelet.slots {
+            if slot.role == CLIENT {
+                hosts.push(Host::Client(client));
+                continue;
+            }
+            let candidates = &system.roles[&slot.role];
+            let free: Vec<usize> = candidates
+                .iter()
+                .copied()
+                .filter(|n| !hosts.contains(&Host::Server(*n as u32)))
+                .collect();
+            let pool = if free.is_empty() {
+                candidates.clone()
+            } else {
+                free
+            };
+            let pick = pool[self.rng.random_range(0..pool.len())];
+            hosts.push(Host::Server(pick as u32));
+        }
+        let mss = system.config.mss.max(1) as f64;
+        let start_ns = start as f64;
+        let mut messages: Vec<GenMessage> = Vec::with_capacity(tracelet.messages.len());
+        for (i, t) in tracelet.messages.iter().enumerate() {
+            let from = hosts[t.from];
+            let to = hosts[t.to];
+            let (parent, send_ns) = if t.after.is_empty() {
+                (None, start_ns)
+            } else {
+                let (p, trigger) = t.after.iter().map(|&a| (a, messages[a].recv_ns)).fold(
+                    (t.after[0], f64::MIN),
+                    |best, x| if x.1 > best.1 { x } else { best },
+                );
+                let delay = self.gauss(t.delay_ns.0, t.delay_ns.1).max(1_000.0);
+                (Some(p), trigger + delay)
+            };
+            let bytes = ((t.bytes as f64) * self.rng.random_range(0.9..1.1))
+                .round()
+                .max(1.0) as u32;
+            let latency_ns = {
+                let (a, b) = (self.role_of(from).to_owned(), self.role_of(to).to_owned());
+                self.latency(&a, &b)
+            };
+            let segments = (bytes as f64 / mss).ceil().max(1.0);
+            let recv_ns = send_ns + (segments - 1.0) * SEGMENT_GAP_NS + latency_ns;
+            messages.push(GenMessage {
+                id: self.next_message,
+                index: i,
+                parent,
+                from,
+                to,
+                send_ns,
+                recv_ns,
+                latency_ns,
+                bytes,
+                answers: t.answers,
+            });
+            self.next_message += 1;
+        }
+        let instance = Instance {
+            id: self.next_instance,
+            tracelet: tracelet_index,
+            start_ns,
+            messages,
+        };
+        self.next_instance += 1;
+        let think = self
+            .rng
+            .random_range(tracelet.think_ns.0..=tracelet.think_ns.1)
+            * self.think_scale;
+        let next = instance.end_ns() + think;
+        self.heap.push(Reverse((next as u64, loop_id)));
+        Some(instance)
+    }
+}
+
+/// Mean per-node parallelism: for each server node, the time-average number of calls it holds
+/// open (from a call's arrival to the sending of its return), over the time it holds at least
+/// one; averaged over the nodes that held any. Streaming: events are kept only until the
+/// generation frontier passes them.
+#[derive(Default)]
+pub struct ParallelismMeter {
+    events: BinaryHeap<Reverse<(u64, i8, u32)>>,
+    nodes: Vec<NodeMeter>,
+}
+
+#[derive(Clone, Default)]
+struct NodeMeter {
+    open: i64,
+    last: u64,
+    integral: f64,
+    busy: f64,
+}
+
+impl ParallelismMeter {
+    /// A meter for `nodes` server nodes.
+    pub fn new(nodes: usize) -> Self {
+        ParallelismMeter {
+            events: BinaryHeap::new(),
+            nodes: vec![NodeMeter::default(); nodes],
+        }
+    }
+
+    /// Records the open calls of an instance.
+    pub fn add(&mut self, instance: &Instance) {
+        for m in &instance.messages {
+            if let (Some(call), Host::Server(node)) = (m.answers, m.from) {
+                let c = &instance.messages[call];
+                if c.to == m.from && m.send_ns > c.recv_ns {
+                    self.events.push(Reverse((c.recv_ns as u64, 1, node)));
+                    self.events.push(Reverse((m.send_ns as u64, -1, node)));
+                }
+            }
+        }
+    }
+
+    /// Processes events before `frontier`.
+    pub fn advance(&mut self, frontier: f64) {
+        while let Some(Reverse((t, _, _))) = self.events.peek() {
+            if (*t as f64) >= frontier {
+                break;
+            }
+            let Some(Reverse((t, delta, node))) = self.events.pop() else {
+                break;
+            };
+            let n = &mut self.nodes[node as usize];
+            let dt = t.saturating_sub(n.last) as f64;
+            if n.open > 0 {
+                n.integral += dt * n.open as f64;
+                n.busy += dt;
+            }
+            n.open += delta as i64;
+            n.last = t;
+        }
+    }
+
+    /// Per-node parallelism (`None` for idle nodes) and their mean.
+    pub fn finish(mut self) -> (f64, Vec<Option<f64>>) {
+        self.advance(f64::INFINITY);
+        let per: Vec<Option<f64>> = self
+            .nodes
+            .iter()
+            .map(|n| (n.busy > 0.0).then(|| n.integral / n.busy))
+            .collect();
+        let active: Vec<f64> = per.iter().flatten().copied().collect();
+        let mean = if active.is_empty() {
+            0.0
+        } else {
+            active.iter().sum::<f64>() / active.len() as f64
+        };
+        (mean, per)
+    }
+}
+
+/// Measures the mean per-node parallelism of a run of `messages` messages.
+pub fn measure(
+    system: &System,
+    seed: u64,
+    multiplier: u32,
+    think_scale: f64,
+    messages: u64,
+) -> f64 {
+    let mut meter = ParallelismMeter::new(system.nodes.len());
+    let mut count = 0;
+    for instance in Simulator::new(system, seed, multiplier, think_scale) {
+        meter.advance(instance.start_ns);
+        count += instance.messages.len() as u64;
+        meter.add(&instance);
+        if count >= messages {
+            break;
+        }
+    }
+    meter.finish().0
+}
+
+/// Finds loop multiplier and think scale giving a mean per-node parallelism close to `target`.
+/// Returns (multiplier, think_scale, measured).
+pub fn calibrate(system: &System, seed: u64, target: f64, messages: u64) -> (u32, f64, f64) {
+    let sample = messages.clamp(5_000, 40_000);
+    let (lo_scale, hi_scale) = (1e-4_f64, 1e4_f64);
+    let mut multiplier = 1u32;
+    while multiplier < 4096 && measure(system, seed, multiplier, lo_scale, sample) < target {
+        multiplier *= 2;
+    }
+    // Parallelism falls as think times grow: bisect on log(scale).
+    let (mut lo, mut hi) = (lo_scale.ln(), hi_scale.ln());
+    for _ in 0..40 {
+        let mid = (lo + hi) / 2.0;
+        if measure(system, seed, multiplier, mid.exp(), sample) > target {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    let scale = ((lo + hi) / 2.0).exp();
+    (
+        multiplier,
+        scale,
+        measure(system, seed, multiplier, scale, sample),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::config::{System, preset};
+    use super::*;
+
+    #[test]
+    fn instances_come_in_start_order_with_causal_timing() {
+        let s = System::from_toml(preset("children-parallel").unwrap(), "cp").unwrap();
+        let mut last = 0.0;
+        for inst in Simulator::new(&s, 7, 1, 1.0).take(200) {
+            assert!(inst.start_ns >= last);
+            last = inst.start_ns;
+            for m in &inst.messages {
+                if let Some(p) = m.parent {
+                    let parent = &inst.messages[p];
+                    assert_eq!(parent.to, m.from);
+                    assert!(m.send_ns >= parent.recv_ns);
+                }
+                assert!(m.recv_ns > m.send_ns);
+            }
+            // B answers A after the later of the two returns.
+            let last_msg = &inst.messages[5];
+            let p = last_msg.parent.unwrap();
+            assert!(
+                inst.messages[p].recv_ns >= inst.messages[3].recv_ns.min(inst.messages[4].recv_ns)
+            );
+            assert_eq!(
+                inst.messages[p].recv_ns,
+                inst.messages[3].recv_ns.max(inst.messages[4].recv_ns)
+            );
+        }
+    }
+
+    #[test]
+    fn calibration_reaches_targets() {
+        let s = System::from_toml(preset("multi-tier").unwrap(), "mt").unwrap();
+        for target in [1.6, 5.0] {
+            let (_, _, got) = calibrate(&s, 3, target, 20_000);
+            assert!(
+                (got - target).abs() / target < 0.1,
+                "target {target} got {got}"
+            );
+        }
+    }
+}

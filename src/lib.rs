@@ -1,0 +1,14 @@
+//! Causeway: a black-box performance debugger for distributed systems, as a streaming
+//! timely/differential dataflow.
+//!
+//! This crate is the command line and the wiring: it assembles the dataflow from the stage
+//! crates (`causeway-sources`, `causeway-operators`, `causeway-sinks`) and hosts the trace
+//! generator. See ARCHITECTURE.md for the picture.
+
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+
+pub mod analyze;
+pub mod cli;
+pub mod demo;
+pub mod engine;
+pub mod generate;
