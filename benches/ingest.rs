@@ -1,1 +1,220 @@
-fn main() {}
+//! Ingest harness: how fast `causeway stats` reads a capture on one core, side by side with
+//! `tcpdump -nn -r FILE -w /dev/null` on the same file in the same run, and the peak RSS of
+//! each, on generated multi-tier captures of growing size (default 1, 3 and 10 million
+//! packets; the largest is the one the foundation issue asks for).
+//!
+//! Captures are generated once into `target/bench-data/` and kept. Each file is read once
+//! beforehand so both tools read from the page cache; each command runs `--runs` times and the
+//! median wall time is reported. Peak RSS is the child's `ru_maxrss`, taken in a fresh helper
+//! process per run so that runs do not mask each other.
+//!
+//! Run: `cargo bench --bench ingest` or
+//!      `cargo bench --bench ingest -- --packets 1000000,10000000 --runs 5`
+
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+/// Packets per message of the multi-tier preset (measured: 3,087,673 packets for 400,006
+/// messages); used to size the generation, the real count is read back.
+const PACKETS_PER_MESSAGE: f64 = 7.72;
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).is_some_and(|a| a == "--measure") {
+        measure_child(&args[2..]);
+        return;
+    }
+    let mut sizes: Vec<u64> = vec![1_000_000, 3_000_000, 10_000_000];
+    let mut runs = 3;
+    let mut i = 1;
+    while i < args.len() {
+        match args[i].as_str() {
+            "--packets" => {
+                sizes = args[i + 1]
+                    .split(',')
+                    .map(|s| s.parse().expect("--packets N[,N...]"))
+                    .collect();
+                i += 1;
+            }
+            "--runs" => {
+                runs = args[i + 1].parse().expect("--runs N");
+                i += 1;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    let causeway = PathBuf::from(env!("CARGO_BIN_EXE_causeway"));
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-data");
+    std::fs::create_dir_all(&data).unwrap();
+    let tcpdump = which("tcpdump");
+    if tcpdump.is_none() {
+        eprintln!("tcpdump not found: reporting causeway alone");
+    }
+    println!(
+        "capture                 packets        MB  tool        wall s   Mpackets/s    MB/s  peak RSS MB"
+    );
+    for target in sizes {
+        let (file, packets) = capture(&causeway, &data, target);
+        let mb = std::fs::metadata(&file).unwrap().len() as f64 / 1e6;
+        warm(&file);
+        let f = file.display().to_string();
+        let mut rows = vec![(
+            "causeway",
+            vec![
+                causeway.display().to_string(),
+                "stats".into(),
+                "--workers".into(),
+                "1".into(),
+                "--progress".into(),
+                "never".into(),
+                "-o".into(),
+                "/dev/null".into(),
+                f.clone(),
+            ],
+        )];
+        if let Some(t) = &tcpdump {
+            rows.push((
+                "tcpdump",
+                vec![
+                    t.display().to_string(),
+                    "-nn".into(),
+                    "-r".into(),
+                    f.clone(),
+                    "-w".into(),
+                    "/dev/null".into(),
+                ],
+            ));
+        }
+        let mut walls = Vec::new();
+        for (tool, cmd) in rows {
+            let mut samples: Vec<(f64, u64)> = (0..runs).map(|_| measure(&cmd)).collect();
+            samples.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let (wall, _) = samples[samples.len() / 2];
+            let rss = samples.iter().map(|s| s.1).max().unwrap_or(0);
+            println!(
+                "{:<22} {:>9} {:>9.0}  {:<9} {:>8.3} {:>12.2} {:>7.0} {:>12.1}",
+                file.parent()
+                    .and_then(|p| p.file_name())
+                    .unwrap()
+                    .to_string_lossy(),
+                packets,
+                mb,
+                tool,
+                wall,
+                packets as f64 / wall / 1e6,
+                mb / wall,
+                rss as f64 / 1024.0
+            );
+            walls.push(wall);
+        }
+        if walls.len() == 2 {
+            println!(
+                "  causeway / tcpdump wall time: {:.2} ({})",
+                walls[0] / walls[1],
+                if walls[0] <= walls[1] {
+                    "causeway faster"
+                } else {
+                    "tcpdump faster"
+                }
+            );
+        }
+    }
+}
+
+/// Runs in a fresh helper process: spawns the command, waits, prints wall ns and the child's
+/// peak RSS in KiB.
+fn measure_child(cmd: &[String]) {
+    let start = Instant::now();
+    let status = Command::new(&cmd[0])
+        .args(&cmd[1..])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    let wall = start.elapsed().as_nanos();
+    assert!(status.success(), "{cmd:?} failed");
+    let usage =
+        nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN).unwrap();
+    println!("{wall} {}", usage.max_rss());
+}
+
+fn measure(cmd: &[String]) -> (f64, u64) {
+    let out = Command::new(std::env::current_exe().unwrap())
+        .arg("--measure")
+        .args(cmd)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut it = text.split_whitespace();
+    let wall: f64 = it.next().unwrap().parse::<u128>().unwrap() as f64 / 1e9;
+    let rss: u64 = it.next().unwrap().parse().unwrap();
+    (wall, rss)
+}
+
+/// A multi-tier capture of about `packets` packets, generated once; returns it and its exact
+/// packet count.
+fn capture(causeway: &Path, data: &Path, packets: u64) -> (PathBuf, u64) {
+    let messages = (packets as f64 / PACKETS_PER_MESSAGE).ceil() as u64;
+    let dir = data.join(format!("multi-tier-{messages}"));
+    let file = dir.join("mirror.pcap");
+    if !file.exists() {
+        eprintln!("generating {} ({messages} messages)...", file.display());
+        let status = Command::new(causeway)
+            .args([
+                "generate",
+                "--preset",
+                "multi-tier",
+                "--messages",
+                &messages.to_string(),
+                "-o",
+            ])
+            .arg(&dir)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+    let out = Command::new(causeway)
+        .args(["stats", "--format", "jsonl", "--progress", "never"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let records = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|r| r["kind"] == "stats")
+        .and_then(|r| r["records"].as_u64())
+        .unwrap();
+    (file, records)
+}
+
+fn warm(file: &Path) {
+    let mut f = std::fs::File::open(file).unwrap();
+    std::io::copy(&mut f, &mut std::io::sink()).unwrap();
+}
+
+fn which(tool: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")
+        .and_then(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join(tool))
+                .find(|f| f.is_file())
+        })
+        .or_else(|| {
+            [
+                PathBuf::from("/usr/bin").join(tool),
+                PathBuf::from("/usr/sbin").join(tool),
+            ]
+            .into_iter()
+            .find(|f| f.is_file())
+        })
+}

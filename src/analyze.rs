@@ -1,17 +1,20 @@
 //! `causeway analyze` and `causeway stats`: build a job from the command line and run it.
 
 use std::io::IsTerminal;
+use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
 use anyhow::Result;
 use causeway_operators::{FlowConfig, Names};
+use causeway_sinks::output::Output;
 use causeway_sinks::{SinkConfig, SinkSet};
 use causeway_sources::decode::DecodeOptions;
 use causeway_sources::{InputSpec, Origins, SourceConfig};
 
 use crate::cli::{AnalyzeArgs, EmitArg, EngineArgs, OutputArgs, ProgressArg, StatsArgs};
-use crate::engine::{self, Emit, Job, Progress};
+use crate::engine::{self, Emit, Job};
+use crate::progress::Progress;
 
 /// Parses the inputs and names their origins.
 pub fn inputs(args: &[String]) -> (Vec<InputSpec>, Origins) {
@@ -25,16 +28,26 @@ pub fn inputs(args: &[String]) -> (Vec<InputSpec>, Origins) {
 
 /// Runs `job` with the main sink of `output`, and a progress bar when asked for.
 pub fn run_job(job: Job, output: &OutputArgs, engine_args: &EngineArgs, top: usize) -> Result<()> {
-    let sinks = if engine_args.process == 0 {
-        let config = SinkConfig {
-            format: output.format.into(),
-            path: output.output.clone(),
-            top,
-        };
-        SinkSet::new(vec![config.build(&job.origins)?])
-    } else {
-        SinkSet::new(Vec::new())
+    let config = SinkConfig {
+        format: output.format.into(),
+        path: output.output.clone(),
+        top,
     };
+    let mut sinks = Vec::new();
+    if engine_args.processes > 1 {
+        // timely prints connection progress to stdout while processes connect: keep results
+        // on a duplicate of stdout, and send whatever else is written there to stderr.
+        let results = std::io::stdout().as_fd().try_clone_to_owned()?;
+        rustix::stdio::dup2_stdout(std::io::stderr())?;
+        if engine_args.process == 0 && output.output.is_none() {
+            let out = Output::from_file(std::fs::File::from(results), "stdout");
+            sinks.push(config.build_on(out, &job.origins));
+        }
+    }
+    if engine_args.process == 0 && sinks.is_empty() {
+        sinks.push(config.build(&job.origins)?);
+    }
+    let sinks = SinkSet::new(sinks);
     let show = match output.progress {
         ProgressArg::Always => true,
         ProgressArg::Never => false,

@@ -8,9 +8,10 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 /// Causeway: find where time goes in a distributed system you cannot open up.
 ///
 /// Causeway reads what components say to each other (packets from pcap/pcapng captures,
-/// message traces) and, knowing nothing about the application, reports flows, messages and
-/// where time goes. Inputs are read as a streaming timely dataflow in event time, in memory
-/// bounded by the window, not by the input.
+/// message traces) knowing nothing about the application. Inputs flow through a streaming
+/// timely dataflow in event time, in memory bounded by the window, not by the input. This
+/// version reports conversations, messages and input statistics, and generates synthetic
+/// traces with ground truth; path inference is not implemented yet.
 #[derive(Debug, Parser)]
 #[command(
     name = "causeway",
@@ -41,8 +42,8 @@ pub enum Command {
     ///
     /// Examples:
     ///   causeway analyze web1=web1.pcap db=db.pcapng.gz
-    ///   causeway analyze --format jsonl -o out.jsonl trace.csv
-    ///   tcpdump -i any -w - | causeway analyze -
+    ///   causeway analyze --format jsonl -o out.jsonl --names hosts.txt trace.csv
+    ///   ssh web1 tcpdump -c 100000 -w - | causeway analyze web1=-
     #[command(verbatim_doc_comment)]
     Analyze(AnalyzeArgs),
     /// Capture statistics: packets, bytes, time span, protocols, conversations, damage.
@@ -103,7 +104,8 @@ pub struct OutputArgs {
     /// Write results to FILE instead of stdout.
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
-    /// Show a progress bar on stderr: auto (when stderr is a terminal), always or never.
+    /// Progress on stderr while inputs are read: auto (a bar when stderr is a terminal),
+    /// always (also a line every 5 s when it is not, for logs) or never.
     #[arg(long, value_enum, default_value_t = ProgressArg::Auto)]
     pub progress: ProgressArg,
 }

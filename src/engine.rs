@@ -11,20 +11,18 @@
 //! that need it. Scale-out is timely's own: worker threads, and processes given by index,
 //! count and host file.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
 use causeway_operators::{CollectStats, FlowConfig, Flows, Names, RowsToMessages};
 use causeway_sinks::{Deliver, Record, SinkError, SinkSet};
 use causeway_sources::decode::DecodeOptions;
 use causeway_sources::{
-    InputSpec, ObservationReader, Origins, ProgressCounter, SourceConfig, SourceStreams, Time,
-    read_inputs,
+    InputSpec, ObservationReader, Origins, ProgressCounter, SourceConfig, SourceEvent,
+    SourceStreams, Time, read_inputs,
 };
 use timely::dataflow::ProbeHandle;
-use timely::dataflow::operators::vec::Map;
+use timely::dataflow::operators::vec::{Broadcast, Map};
 use timely::dataflow::operators::{Concatenate, Probe};
 use timely::{CommunicationConfig, Config, WorkerConfig};
 
@@ -175,7 +173,16 @@ pub fn run(
             } = read_inputs(scope, readers, job.source, Some(probe.clone()));
             let mut outputs = Vec::new();
             if job.emit.flows {
-                outputs.push(packets.flows(job.flows).map(Record::Flow));
+                // Each origin's latest packet time, to every worker: conversations still open
+                // at the end are judged idle or not by event time alone.
+                let ends = events
+                    .clone()
+                    .flat_map(|e| match e {
+                        SourceEvent::Stats { origin, stats } => stats.last_ns.map(|t| (origin, t)),
+                        SourceEvent::Warning(_) => None,
+                    })
+                    .broadcast();
+                outputs.push(packets.flows(ends, job.flows).map(Record::Flow));
             }
             if job.emit.messages {
                 outputs.push(rows.messages(Arc::clone(&job.names)).map(Record::Message));
@@ -197,48 +204,5 @@ pub fn run(
     match sinks.error() {
         None | Some(SinkError::Closed) => Ok(()),
         Some(e) => Err(e.into()),
-    }
-}
-
-/// A progress bar on stderr that follows a byte counter until dropped.
-pub struct Progress {
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Progress {
-    /// Starts a bar over `total` bytes (unknown when `None`), fed by `counter`.
-    pub fn start(counter: ProgressCounter, total: Option<u64>) -> Progress {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&stop);
-        let thread = std::thread::spawn(move || {
-            let bar = match total {
-                Some(t) => indicatif::ProgressBar::new(t),
-                None => indicatif::ProgressBar::new_spinner(),
-            };
-            let style = indicatif::ProgressStyle::with_template(
-                "{spinner} reading {bytes}/{total_bytes} [{wide_bar}] {bytes_per_sec}, {eta} left",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
-            bar.set_style(style);
-            while !flag.load(Ordering::Relaxed) {
-                bar.set_position(counter.load(Ordering::Relaxed));
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            bar.finish_and_clear();
-        });
-        Progress {
-            stop,
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for Progress {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
     }
 }

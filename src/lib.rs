@@ -12,3 +12,4 @@ pub mod cli;
 pub mod demo;
 pub mod engine;
 pub mod generate;
+pub mod progress;

@@ -1,16 +1,52 @@
 //! The `flows` operator: per-connection summaries, as tshark's conversation statistics give.
 //!
-//! - **Input**: packets.
+//! - **Input**: packets, and each origin's latest packet time (broadcast).
 //! - **Output**: one [`Flow`] per conversation (origin, protocol, endpoint pair) when it ends:
 //!   after a TCP close (both FINs, or a RST) once the frontier passes its last packet plus
 //!   `close_linger_ns`; after `idle_timeout_ns` without packets; or at the end of the input,
-//!   marked `open`. A conversation that resumes after being emitted starts a new record.
+//!   marked `open`. A conversation that resumes after being emitted starts a new record. The
+//!   records depend on event time only (see [`FlowTable`]), not on workers or batching.
 //! - **Exchange**: by a hash of the conversation key, so both directions meet on one worker.
 //! - **State**: one entry per live conversation plus a deadline queue; an entry is freed when
 //!   the frontier passes its deadline, so memory follows the number of concurrent
 //!   conversations, not the length of the run.
 //! - **Cost**: one hash-map update per packet; one queue operation per conversation per idle
 //!   period.
+//!
+//! ```
+//! use causeway_operators::{FlowConfig, FlowEnd, Flows};
+//! use causeway_sources::{OriginId, Packet, Protocol, TcpFields, TcpFlags};
+//! use timely::dataflow::operators::capture::Extract;
+//! use timely::dataflow::operators::{Capture, ToStream};
+//!
+//! let packet = |ts, src: &str, dst: &str, flags| Packet {
+//!     ts_ns: ts,
+//!     origin: OriginId(0),
+//!     src: src.parse().unwrap(),
+//!     dst: dst.parse().unwrap(),
+//!     protocol: Protocol::Tcp,
+//!     ttl: 64,
+//!     ip_id: 0,
+//!     tcp: Some(TcpFields { seq: 0, ack: 0, flags: TcpFlags(flags), window: 0, window_scale: None }),
+//!     payload_len: 0,
+//!     payload_hash: 0,
+//!     payload_truncated: false,
+//!     wire_len: 60,
+//! };
+//! let packets = vec![
+//!     packet(1, "10.0.0.1:4000", "10.0.0.2:80", TcpFlags::SYN),
+//!     packet(2, "10.0.0.2:80", "10.0.0.1:4000", TcpFlags::SYN | TcpFlags::ACK),
+//!     packet(3, "10.0.0.1:4000", "10.0.0.2:80", TcpFlags::FIN | TcpFlags::ACK),
+//!     packet(4, "10.0.0.2:80", "10.0.0.1:4000", TcpFlags::FIN | TcpFlags::ACK),
+//! ];
+//! let captured = timely::example(move |scope| {
+//!     let ends = vec![(OriginId(0), 4u64)].to_stream(scope).container::<Vec<_>>();
+//!     packets.to_stream(scope).container::<Vec<_>>().flows(ends, FlowConfig::default()).capture()
+//! });
+//! let flows: Vec<_> = captured.extract().into_iter().flat_map(|(_, f)| f).collect();
+//! assert_eq!(flows.len(), 1);
+//! assert_eq!((flows[0].packets, flows[0].end), ([2, 2], FlowEnd::Closed));
+//! ```
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::BuildHasher;
@@ -20,7 +56,7 @@ use foldhash::fast::FixedState;
 use causeway_sources::{Endpoint, OriginId, Packet, Protocol, TcpFlags, Time};
 use serde::{Deserialize, Serialize};
 use timely::dataflow::Stream;
-use timely::dataflow::channels::pact::Exchange;
+use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::dataflow::operators::generic::Operator;
 
 /// How a conversation's record came to be emitted.
@@ -181,6 +217,18 @@ impl State {
         }
     }
 
+    /// Whether `p` starts a new conversation on this key: it comes more than the idle timeout
+    /// after the last packet, or it is a SYN after the conversation closed.
+    fn ends_before(&self, p: &Packet, config: &FlowConfig) -> bool {
+        if p.ts_ns > self.flow.end_ns.saturating_add(config.idle_timeout_ns) {
+            return true;
+        }
+        let syn = p
+            .tcp
+            .is_some_and(|t| t.flags.has(TcpFlags::SYN) && !t.flags.has(TcpFlags::ACK));
+        syn && matches!(self.flow.end, FlowEnd::Closed | FlowEnd::Reset)
+    }
+
     fn deadline(&self, config: &FlowConfig) -> Time {
         match self.flow.end {
             FlowEnd::Closed | FlowEnd::Reset => {
@@ -193,93 +241,195 @@ impl State {
     }
 }
 
+/// The conversations a worker tracks, with their deadlines.
+///
+/// Splitting follows event time only, so that the records do not depend on batching or on how
+/// inputs are spread over workers: a packet more than the idle timeout after its
+/// conversation's last one ends the old record (idle) and starts a new one, as does a SYN on a
+/// closed conversation; at the end of the input a conversation counts as idle when its origin's
+/// last packet is past its deadline.
+pub struct FlowTable {
+    config: FlowConfig,
+    live: HashMap<Key, State, FixedState>,
+    deadlines: BTreeMap<Time, Vec<Key>>,
+    /// The conversation of the previous packet, kept out of the map: packets of one
+    /// conversation come in runs (segments and their ACKs).
+    hot: Option<(Key, State)>,
+}
+
+impl FlowTable {
+    /// An empty table.
+    pub fn new(config: FlowConfig) -> Self {
+        FlowTable {
+            config,
+            live: HashMap::with_hasher(FixedState::with_seed(0x6c69_7665)),
+            deadlines: BTreeMap::new(),
+            hot: None,
+        }
+    }
+
+    /// Number of live conversations.
+    pub fn len(&self) -> usize {
+        self.live.len() + usize::from(self.hot.is_some())
+    }
+
+    /// Whether no conversation is live.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn park_hot(&mut self) {
+        if let Some((k, state)) = self.hot.take() {
+            self.live.insert(k, state);
+        }
+    }
+
+    /// Adds a packet; a conversation it ends is pushed to `out`.
+    pub fn add(&mut self, p: &Packet, out: &mut Vec<Flow>) {
+        let key = Key::of(p);
+        if !matches!(&self.hot, Some((k, _)) if *k == key) {
+            self.park_hot();
+            let state = self.live.remove(&key).unwrap_or_else(|| self.start(key, p));
+            self.hot = Some((key, state));
+        }
+        let Some((_, state)) = self.hot.as_mut() else {
+            return;
+        };
+        if state.ends_before(p, &self.config) {
+            let mut old = std::mem::replace(state, State::new(p));
+            if old.flow.end == FlowEnd::Open {
+                old.flow.end = FlowEnd::Idle;
+            }
+            out.push(old.flow);
+            let due = state.deadline(&self.config);
+            self.deadlines.entry(due).or_default().push(key);
+        }
+        if let Some((_, state)) = self.hot.as_mut() {
+            state.add(p);
+        }
+    }
+
+    fn start(&mut self, key: Key, p: &Packet) -> State {
+        let s = State::new(p);
+        self.deadlines
+            .entry(s.deadline(&self.config))
+            .or_default()
+            .push(key);
+        s
+    }
+
+    /// Emits and forgets every conversation whose deadline is before `now`.
+    pub fn expire(&mut self, now: Time, out: &mut Vec<Flow>) {
+        self.park_hot();
+        while let Some(entry) = self.deadlines.first_entry() {
+            if *entry.key() >= now {
+                break;
+            }
+            for key in entry.remove() {
+                let Some(state) = self.live.get(&key) else {
+                    continue;
+                };
+                let due = state.deadline(&self.config);
+                if due < now {
+                    if let Some(mut s) = self.live.remove(&key) {
+                        if s.flow.end == FlowEnd::Open {
+                            s.flow.end = FlowEnd::Idle;
+                        }
+                        out.push(s.flow);
+                    }
+                } else {
+                    self.deadlines.entry(due).or_default().push(key);
+                }
+            }
+        }
+    }
+
+    /// Emits every conversation at the end of the input; `last` gives each origin's last
+    /// packet time.
+    pub fn flush(&mut self, last: &HashMap<OriginId, Time>, out: &mut Vec<Flow>) {
+        self.park_hot();
+        let mut rest: Vec<Flow> = self
+            .live
+            .drain()
+            .map(|(_, s)| {
+                let mut f = s.flow.clone();
+                if f.end == FlowEnd::Open
+                    && last
+                        .get(&f.origin)
+                        .is_some_and(|l| s.deadline(&self.config) < *l)
+                {
+                    f.end = FlowEnd::Idle;
+                }
+                f
+            })
+            .collect();
+        rest.sort();
+        out.extend(rest);
+        self.deadlines.clear();
+    }
+}
+
 /// Extension trait: conversation summaries of a packet stream.
 pub trait Flows<'scope> {
-    /// Summarises conversations; see the module documentation.
-    fn flows(self, config: FlowConfig) -> Stream<'scope, Time, Vec<Flow>>;
+    /// Summarises conversations; see the module documentation. `ends` carries each origin's
+    /// latest packet time (from the sources' statistics), broadcast to every worker.
+    fn flows(
+        self,
+        ends: Stream<'scope, Time, Vec<(OriginId, Time)>>,
+        config: FlowConfig,
+    ) -> Stream<'scope, Time, Vec<Flow>>;
 }
 
 impl<'scope> Flows<'scope> for Stream<'scope, Time, Vec<Packet>> {
-    fn flows(self, config: FlowConfig) -> Stream<'scope, Time, Vec<Flow>> {
-        self.unary_frontier(
+    fn flows(
+        self,
+        ends: Stream<'scope, Time, Vec<(OriginId, Time)>>,
+        config: FlowConfig,
+    ) -> Stream<'scope, Time, Vec<Flow>> {
+        self.binary_frontier(
+            ends,
             Exchange::new(|p: &Packet| Key::of(p).route()),
+            Pipeline,
             "flows",
             move |cap, _info| {
                 let mut held = Some(cap);
-                let mut live: HashMap<Key, State, FixedState> =
-                    HashMap::with_hasher(FixedState::with_seed(0x6c69_7665));
-                let mut deadlines: BTreeMap<Time, Vec<Key>> = BTreeMap::new();
-                move |(input, frontier), output| {
-                    input.for_each_stamp(|_cap, data| {
-                        // Packets of one conversation come in runs (segments and their ACKs): keep
-                        // the current one out of the map and touch the map only when the run ends.
-                        let mut hot: Option<(Key, State)> = None;
-                        for packets in data {
-                            for p in packets.iter() {
-                                let key = Key::of(p);
-                                match &mut hot {
-                                    Some((k, state)) if *k == key => state.add(p),
-                                    _ => {
-                                        if let Some((k, state)) = hot.take() {
-                                            live.insert(k, state);
-                                        }
-                                        let mut state = live.remove(&key).unwrap_or_else(|| {
-                                            let s = State::new(p);
-                                            deadlines
-                                                .entry(s.deadline(&config))
-                                                .or_default()
-                                                .push(key);
-                                            s
-                                        });
-                                        state.add(p);
-                                        hot = Some((key, state));
-                                    }
-                                }
-                            }
-                            packets.clear();
+                let mut table = FlowTable::new(config);
+                let mut last: HashMap<OriginId, Time> = HashMap::new();
+                let mut out = Vec::new();
+                move |(packets, frontier), (ends, ends_frontier), output| {
+                    // `for_each`, not `for_each_stamp`: the latter sorts containers by time with
+                    // an unstable sort, which can swap two containers of one time and so put a
+                    // conversation's packets out of order.
+                    packets.for_each(|_cap, batch| {
+                        for p in batch.iter() {
+                            table.add(p, &mut out);
                         }
-                        if let Some((k, state)) = hot {
-                            live.insert(k, state);
+                        batch.clear();
+                    });
+                    ends.for_each(|_cap, batch| {
+                        for (origin, t) in batch.drain(..) {
+                            let e = last.entry(origin).or_insert(t);
+                            *e = (*e).max(t);
                         }
                     });
                     let Some(cap) = held.as_mut() else { return };
-                    let mut session = output.session(&*cap);
-                    match frontier.frontier().iter().next().copied() {
-                        Some(now) => {
-                            while let Some(entry) = deadlines.first_entry() {
-                                if *entry.key() >= now {
-                                    break;
-                                }
-                                for key in entry.remove() {
-                                    let Some(state) = live.get(&key) else {
-                                        continue;
-                                    };
-                                    let due = state.deadline(&config);
-                                    if due < now {
-                                        if let Some(mut s) = live.remove(&key) {
-                                            if s.flow.end == FlowEnd::Open {
-                                                s.flow.end = FlowEnd::Idle;
-                                            }
-                                            session.give(s.flow);
-                                        }
-                                    } else {
-                                        deadlines.entry(due).or_default().push(key);
-                                    }
-                                }
-                            }
-                            drop(session);
-                            if now > *cap.time() {
-                                cap.downgrade(&now);
-                            }
-                        }
-                        None => {
-                            let mut rest: Vec<Flow> = live.drain().map(|(_, s)| s.flow).collect();
-                            rest.sort();
-                            session.give_iterator(rest.into_iter());
-                            deadlines.clear();
-                            drop(session);
-                            held = None;
-                        }
+                    let now = frontier.frontier().iter().next().copied();
+                    match now {
+                        Some(now) => table.expire(now, &mut out),
+                        None if ends_frontier.frontier().is_empty() => table.flush(&last, &mut out),
+                        None => {}
+                    }
+                    if !out.is_empty() {
+                        output.session(&*cap).give_iterator(out.drain(..));
+                    }
+                    let both = [
+                        frontier.frontier().iter().next().copied(),
+                        ends_frontier.frontier().iter().next().copied(),
+                    ];
+                    match both.iter().flatten().min() {
+                        Some(t) if *t > *cap.time() => cap.downgrade(t),
+                        Some(_) => {}
+                        None => held = None,
                     }
                 }
             },
@@ -338,11 +488,14 @@ mod tests {
             close_linger_ns: 5,
         };
         let captured = timely::example(move |scope| {
+            let ends = vec![(OriginId(0), 30u64)]
+                .to_stream(scope)
+                .container::<Vec<_>>();
             packets
                 .clone()
                 .to_stream(scope)
                 .container::<Vec<_>>()
-                .flows(config)
+                .flows(ends, config)
                 .capture()
         });
         let mut flows: Vec<Flow> = captured
@@ -360,6 +513,77 @@ mod tests {
         assert_eq!(flows[1].packets, [0, 1]);
         assert!(!flows[1].saw_open);
         // all input arrives at time 0, so the frontier goes straight to empty: still open
+        // (its deadline, 130, is after the origin's last packet at 30)
         assert_eq!(flows[2].end, FlowEnd::Open);
+    }
+
+    #[test]
+    fn splits_and_labels_follow_event_time_only() {
+        let config = FlowConfig {
+            idle_timeout_ns: 100,
+            close_linger_ns: 5,
+        };
+        let mut t = FlowTable::new(config);
+        let mut out = Vec::new();
+        t.add(
+            &packet(10, "10.0.0.1:5000", "10.0.0.2:80", TcpFlags::ACK),
+            &mut out,
+        );
+        t.add(
+            &packet(50, "10.0.0.2:80", "10.0.0.1:5000", TcpFlags::ACK),
+            &mut out,
+        );
+        assert!(out.is_empty());
+        // 200 after the last packet: the old record ends as idle, a new one starts
+        t.add(
+            &packet(250, "10.0.0.1:5000", "10.0.0.2:80", TcpFlags::ACK),
+            &mut out,
+        );
+        assert_eq!(out.len(), 1);
+        assert_eq!(
+            (out[0].end, out[0].start_ns, out[0].end_ns),
+            (FlowEnd::Idle, 10, 50)
+        );
+        // closed, then a new SYN on the same ports: two records
+        t.add(
+            &packet(
+                260,
+                "10.0.0.1:5000",
+                "10.0.0.2:80",
+                TcpFlags::FIN | TcpFlags::ACK,
+            ),
+            &mut out,
+        );
+        t.add(
+            &packet(
+                261,
+                "10.0.0.2:80",
+                "10.0.0.1:5000",
+                TcpFlags::FIN | TcpFlags::ACK,
+            ),
+            &mut out,
+        );
+        t.add(
+            &packet(270, "10.0.0.1:5000", "10.0.0.2:80", TcpFlags::SYN),
+            &mut out,
+        );
+        assert_eq!(out.len(), 2);
+        assert_eq!(out[1].end, FlowEnd::Closed);
+        // the frontier passing a deadline expires, an end of input flushes by origin time
+        t.add(
+            &packet(300, "10.0.0.3:6000", "10.0.0.4:53", TcpFlags::ACK),
+            &mut out,
+        );
+        t.expire(385, &mut out);
+        assert_eq!(
+            out.len(),
+            3,
+            "the SYN's conversation (deadline 370) expired"
+        );
+        let last: HashMap<OriginId, Time> = [(OriginId(0), 1000)].into();
+        t.flush(&last, &mut out);
+        assert_eq!(out.len(), 4);
+        assert_eq!(out[3].end, FlowEnd::Idle, "deadline 400 < origin end 1000");
+        assert!(t.is_empty());
     }
 }

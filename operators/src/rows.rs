@@ -4,6 +4,30 @@
 //! - **Output**: one [`Message`] per row, its nodes named by the [`Names`] table (an endpoint
 //!   without an entry is named after its IP; a named address is its own node).
 //! - **Exchange**: none (pipeline); **state**: none; **cost**: two name lookups per row.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use causeway_operators::{Names, RowsToMessages};
+//! use causeway_sources::{Address, OriginId, TraceRow};
+//! use timely::dataflow::operators::capture::Extract;
+//! use timely::dataflow::operators::{Capture, ToStream};
+//!
+//! let names = Arc::new(Names::parse("10.0.0.2 web\n", "names").unwrap());
+//! let row = TraceRow {
+//!     origin: OriginId(0),
+//!     row: 0,
+//!     send_ns: Some(10),
+//!     recv_ns: Some(12),
+//!     src: Address::parse("10.0.0.1:4000"),
+//!     dst: Address::parse("10.0.0.2:80"),
+//!     ..TraceRow::default()
+//! };
+//! let captured = timely::example(move |scope| {
+//!     vec![row].to_stream(scope).container::<Vec<_>>().messages(names).capture()
+//! });
+//! let messages: Vec<_> = captured.extract().into_iter().flat_map(|(_, m)| m).collect();
+//! assert_eq!((messages[0].src.as_str(), messages[0].dst.as_str()), ("10.0.0.1", "web"));
+//! ```
 
 use std::sync::Arc;
 
@@ -43,12 +67,11 @@ impl<'scope> RowsToMessages<'scope> for Stream<'scope, Time, Vec<TraceRow>> {
     fn messages(self, names: Arc<Names>) -> Stream<'scope, Time, Vec<Message>> {
         self.unary(Pipeline, "rows", move |_cap, _info| {
             move |input, output| {
-                input.for_each_stamp(|cap, data| {
+                // In arrival order (`for_each_stamp` may reorder containers of one time).
+                input.for_each(|cap, rows| {
                     let mut session = output.session(&cap);
-                    for rows in data {
-                        for row in rows.drain(..) {
-                            session.give(message_of_row(row, &names));
-                        }
+                    for row in rows.drain(..) {
+                        session.give(message_of_row(row, &names));
                     }
                 });
             }

@@ -8,6 +8,20 @@
 //!   naming the file and offset) as it arrives.
 //! - **State**: one [`SourceStats`] per origin: bounded by the number of inputs.
 //! - **Cost**: one merge per delta.
+//!
+//! ```
+//! use causeway_operators::CollectStats;
+//! use causeway_sources::{OriginId, SourceEvent, SourceStats};
+//! use timely::dataflow::operators::capture::Extract;
+//! use timely::dataflow::operators::{Capture, ToStream};
+//!
+//! let delta = |records| SourceEvent::Stats { origin: OriginId(1), stats: SourceStats { records, ..Default::default() } };
+//! let captured = timely::example(move |scope| {
+//!     vec![delta(2), delta(3)].to_stream(scope).container::<Vec<_>>().collect_stats(None).capture()
+//! });
+//! let totals: Vec<_> = captured.extract().into_iter().flat_map(|(_, s)| s).collect();
+//! assert_eq!((totals[0].stats.records, totals[0].last), (5, true));
+//! ```
 
 use std::collections::BTreeMap;
 
@@ -18,7 +32,7 @@ use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::Operator;
 
 /// Totals of one origin so far.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct OriginStats {
     /// Whose.
     pub origin: OriginId,

@@ -17,11 +17,13 @@ use timely::dataflow::operators::generic::Operator;
 
 use crate::{Record, Sink, SinkError};
 
+type Sinks = Vec<Box<dyn Sink>>;
+
 /// The sinks of a run, built before the dataflow starts and handed to worker 0; the first
 /// error any of them hit is kept for the caller.
 #[derive(Clone, Default)]
 pub struct SinkSet {
-    sinks: Arc<Mutex<Option<Vec<Box<dyn Sink>>>>>,
+    sinks: Arc<Mutex<Option<Sinks>>>,
     error: Arc<Mutex<Option<SinkError>>>,
 }
 
@@ -73,21 +75,20 @@ impl Deliver for Stream<'_, Time, Vec<Record>> {
                     sinks = Some(set.take().into_iter().map(|s| (s, true)).collect());
                 }
                 let Some(sinks) = sinks.as_mut() else {
-                    input.for_each_stamp(|_, _| {});
+                    input.for_each(|_, _| {});
                     return;
                 };
-                input.for_each_stamp(|_cap, data| {
-                    for records in data {
-                        for record in records.iter() {
-                            for (sink, ok) in sinks.iter_mut().filter(|(_, ok)| *ok) {
-                                if let Err(e) = sink.write(record) {
-                                    *ok = false;
-                                    set.fail(e);
-                                }
+                // In arrival order (`for_each_stamp` may reorder containers of one time).
+                input.for_each(|_cap, records| {
+                    for record in records.iter() {
+                        for (sink, ok) in sinks.iter_mut().filter(|(_, ok)| *ok) {
+                            if let Err(e) = sink.write(record) {
+                                *ok = false;
+                                set.fail(e);
                             }
                         }
-                        records.clear();
                     }
+                    records.clear();
                 });
                 let now = frontier.frontier().iter().next().copied();
                 if last == Some(now) {

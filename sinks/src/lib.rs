@@ -81,10 +81,116 @@ impl SinkConfig {
     /// Builds the sink (creating its output file).
     pub fn build(&self, origins: &Origins) -> Result<Box<dyn Sink>, SinkError> {
         let out = output::Output::open(self.path.as_deref())?;
-        Ok(match self.format {
+        Ok(self.build_on(out, origins))
+    }
+
+    /// Builds the sink writing to `out` instead of its configured path.
+    pub fn build_on(&self, out: output::Output, origins: &Origins) -> Box<dyn Sink> {
+        match self.format {
             Format::Table => Box::new(table::Table::new(out, origins.clone(), self.top)),
             Format::Jsonl => Box::new(jsonl::JsonLines::new(out, origins.clone())),
             Format::Json => Box::new(jsonl::JsonArray::new(out, origins.clone())),
-        })
+        }
+    }
+}
+
+#[cfg(test)]
+mod compliance {
+    //! The compliance test every sink passes: it takes every kind of record, progress and
+    //! finish without error, writes something, and (for the JSON sinks) writes each record
+    //! exactly once as an object of the output contract.
+
+    use super::*;
+    use causeway_operators::{Flow, FlowEnd, Message, OriginStats};
+    use causeway_sources::{Address, OriginId, Protocol, SourceStats};
+
+    fn records() -> Vec<Record> {
+        let mut stats = SourceStats::default();
+        stats.record(1_000, 60);
+        stats.record(2_000, 70);
+        let flow = Flow {
+            origin: OriginId(0),
+            protocol: Protocol::Tcp,
+            client: "10.0.0.1:40000".parse().unwrap(),
+            server: "10.0.0.2:80".parse().unwrap(),
+            start_ns: 1_000,
+            end_ns: 2_000,
+            packets: [1, 1],
+            bytes: [60, 70],
+            payload_bytes: [0, 10],
+            saw_open: true,
+            end: FlowEnd::Closed,
+        };
+        let message = Message {
+            send_ns: Some(1_000),
+            recv_ns: None,
+            src: "a".into(),
+            dst: "b".into(),
+            src_endpoint: Address::parse("10.0.0.1:40000"),
+            dst_endpoint: Address::parse("b"),
+            bytes: Some(10),
+            protocol: None,
+            kind: None,
+            call_id: None,
+            origin: OriginId(0),
+            row: Some(0),
+        };
+        vec![
+            Record::Flow(flow),
+            Record::Message(message),
+            Record::Stats(OriginStats {
+                origin: OriginId(0),
+                stats,
+                last: true,
+            }),
+        ]
+    }
+
+    #[test]
+    fn every_sink_complies() {
+        let mut origins = Origins::new();
+        origins.intern("sniffer");
+        let dir = std::env::temp_dir().join(format!("causeway-sinks-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for format in [Format::Table, Format::Jsonl, Format::Json] {
+            let path = dir.join(format!("{format:?}"));
+            let config = SinkConfig {
+                format,
+                path: Some(path.clone()),
+                top: 10,
+            };
+            let mut sink = config.build(&origins).unwrap();
+            for r in records() {
+                sink.write(&r).unwrap();
+                sink.progress(Some(5)).unwrap();
+            }
+            sink.finish().unwrap();
+            let text = std::fs::read_to_string(&path).unwrap();
+            assert!(!text.is_empty(), "{format:?} wrote nothing");
+            let objects: Vec<serde_json::Value> = match format {
+                Format::Table => {
+                    assert!(
+                        text.contains("Input sniffer")
+                            && text.contains("Conversations")
+                            && text.contains("Messages")
+                    );
+                    continue;
+                }
+                Format::Jsonl => text
+                    .lines()
+                    .map(|l| serde_json::from_str(l).unwrap())
+                    .collect(),
+                Format::Json => serde_json::from_str::<Vec<serde_json::Value>>(&text).unwrap(),
+            };
+            assert_eq!(objects.len(), records().len(), "{format:?}");
+            for (o, r) in objects.iter().zip(records()) {
+                assert_eq!(o["schema"], SCHEMA);
+                assert_eq!(o["kind"], r.kind());
+            }
+            assert_eq!(objects[0]["src_endpoint"], "10.0.0.1:40000");
+            assert_eq!(objects[1]["recv_ns"], serde_json::Value::Null);
+            assert_eq!(objects[2]["origin"], "sniffer");
+        }
+        std::fs::remove_dir_all(dir).ok();
     }
 }

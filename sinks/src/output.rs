@@ -31,6 +31,14 @@ impl Output {
         }
     }
 
+    /// Writes to an already open file (a duplicate of stdout, say), named `name` in messages.
+    pub fn from_file(file: File, name: &str) -> Output {
+        Output {
+            writer: Box::new(BufWriter::with_capacity(1 << 16, file)),
+            name: name.to_owned(),
+        }
+    }
+
     fn stdout() -> Output {
         Output {
             writer: Box::new(BufWriter::with_capacity(1 << 16, io::stdout())),

@@ -149,6 +149,20 @@ pub fn open(
             counter: progress,
         })
     };
+    open_stream(raw, spec, decode)
+}
+
+/// Detects the format of an already opened stream (gzip or not) and returns a reader of its
+/// observations. `spec` names the input in messages.
+pub fn open_stream(
+    raw: Box<dyn Read + Send>,
+    spec: &InputSpec,
+    decode: DecodeOptions,
+) -> Result<(Box<dyn ObservationReader>, InputKind), InputError> {
+    let fail = |reason: String| InputError {
+        path: spec.path.clone(),
+        reason,
+    };
     let (head, mut stream) = peek(raw, 4).map_err(|e| fail(e.to_string()))?;
     let mut gzip = false;
     if head.starts_with(&[0x1f, 0x8b]) {

@@ -27,7 +27,7 @@ pub mod trace;
 
 use serde::{Deserialize, Serialize};
 
-pub use input::{InputError, InputKind, InputSpec, ProgressCounter, open};
+pub use input::{InputError, InputKind, InputSpec, ProgressCounter, open, open_stream};
 pub use observation::{
     Address, Batch, Endpoint, MessageKind, Nanos, Packet, Protocol, TcpFields, TcpFlags, TraceRow,
 };

@@ -8,9 +8,12 @@
 //!   event time unless they are late (see below). Timely time is event time in ns, quantised
 //!   to `tick_ns`. While one reader alone has records, its batches go to timely whole, without
 //!   copying records.
-//! - **Watermark**: the minimum over active readers of the next record's time, minus the
-//!   allowed lateness; the capability follows it. Records older than the capability are late:
-//!   they are still sent (at the capability) and counted in the origin's `late`.
+//! - **Watermark**: per reader, the newest time it has sent (or, before it has sent anything,
+//!   its first record's time) minus the allowed lateness; the operator's capability follows
+//!   the minimum over active readers. A record more than the allowed lateness older than the
+//!   newest record its reader sent before it is late: it is still sent (at the capability)
+//!   and counted in the origin's `late`. Whether a record is late depends only on its input's
+//!   order, never on batching or on how inputs are spread over workers.
 //! - **State**: one buffered batch per reader. Nothing grows with the input.
 //! - **Back-pressure**: given a probe on the end of the dataflow, the operator stops reading
 //!   while its capability is more than `max_ahead_ns` past the probe's frontier, so a fast
@@ -73,6 +76,8 @@ struct Lane {
     pos: usize,
     done: bool,
     late: u64,
+    /// Newest time sent so far.
+    newest: Option<Nanos>,
 }
 
 impl Lane {
@@ -90,6 +95,30 @@ impl Lane {
 
     fn active(&self) -> bool {
         !self.done || self.pos < self.batch.len()
+    }
+
+    /// Notes a record sent at `ts`.
+    #[inline]
+    fn sent(&mut self, ts: Nanos, lateness: Nanos) {
+        note_sent(&mut self.newest, &mut self.late, ts, lateness);
+    }
+
+    /// The lane's watermark: no on-time record from it will be older.
+    fn watermark(&self, lateness: Nanos) -> Option<Nanos> {
+        self.newest
+            .or_else(|| self.head_ts())
+            .map(|t| t.saturating_sub(lateness))
+    }
+}
+
+/// Notes a record sent at `ts` by a lane whose newest record so far is `newest`: counts it in
+/// `late` when it is more than `lateness` older than that.
+#[inline]
+fn note_sent(newest: &mut Option<Nanos>, late: &mut u64, ts: Nanos, lateness: Nanos) {
+    match *newest {
+        Some(n) if ts.saturating_add(lateness) < n => *late += 1,
+        Some(n) if ts <= n => {}
+        _ => *newest = Some(ts),
     }
 }
 
@@ -121,20 +150,24 @@ impl Merger {
 
     /// The time below which no further on-time record can arrive, quantised down to a tick.
     fn watermark(&self) -> Option<Time> {
-        let next = self
+        let lateness = self.config.lateness_ns;
+        let w = self
             .lanes
             .iter()
             .filter(|l| l.active())
-            .filter_map(Lane::head_ts)
+            .filter_map(|l| l.watermark(lateness))
             .min()?;
-        let w = next.saturating_sub(self.config.lateness_ns);
         Some(w - w % self.config.tick_ns.max(1))
     }
 
-    /// Sends up to about `budget` observations, in timestamp order across lanes, counting those
-    /// older than `now` as late.
-    fn emit(&mut self, now: Time, out: &mut impl Emit) {
-        let (size, budget) = (self.config.batch, self.config.budget);
+    /// Sends up to about `budget` observations, in timestamp order across lanes, counting the
+    /// late ones.
+    fn emit(&mut self, out: &mut impl Emit) {
+        let (size, budget, lateness) = (
+            self.config.batch,
+            self.config.budget,
+            self.config.lateness_ns,
+        );
         let mut sent = 0;
         while sent < budget {
             let mut best: Option<(usize, Nanos)> = None;
@@ -151,9 +184,21 @@ impl Merger {
             let lane = &mut self.lanes[i];
             if holding == 1 && lane.pos == 0 {
                 // The only lane with records: pass its whole batch on.
+                let Lane {
+                    batch,
+                    newest,
+                    late,
+                    ..
+                } = lane;
+                for ts in batch
+                    .packets
+                    .iter()
+                    .map(|p| p.ts_ns)
+                    .chain(batch.rows.iter().map(TraceRow::ts_ns))
+                {
+                    note_sent(newest, late, ts, lateness);
+                }
                 let b = &mut lane.batch;
-                lane.late += b.packets.iter().filter(|p| p.ts_ns < now).count() as u64;
-                lane.late += b.rows.iter().filter(|r| r.ts_ns() < now).count() as u64;
                 sent += b.len();
                 if !b.packets.is_empty() {
                     out.packets(&mut b.packets);
@@ -171,16 +216,13 @@ impl Merger {
                 for _ in 0..take {
                     let pos = lane.pos;
                     lane.pos += 1;
-                    if let Some(p) = lane.batch.packets.get(pos) {
-                        if p.ts_ns < now {
-                            lane.late += 1;
-                        }
-                        out.packet(*p);
+                    if let Some(p) = lane.batch.packets.get(pos).copied() {
+                        lane.sent(p.ts_ns, lateness);
+                        out.packet(p);
                     } else if let Some(r) = lane.batch.rows.get_mut(pos) {
-                        if r.ts_ns() < now {
-                            lane.late += 1;
-                        }
-                        out.row(std::mem::take(r));
+                        let r = std::mem::take(r);
+                        lane.sent(r.ts_ns(), lateness);
+                        out.row(r);
                     }
                 }
                 sent += take;
@@ -241,6 +283,7 @@ pub fn read_inputs<'scope>(
             pos: 0,
             done: false,
             late: 0,
+            newest: None,
         })
         .collect();
     let mut merger = Merger {
@@ -276,7 +319,6 @@ pub fn read_inputs<'scope>(
                     }
                 }
             }
-            let now = *caps_now[0].time();
             {
                 let mut packets = packets_out.activate();
                 let mut rows = rows_out.activate();
@@ -284,7 +326,7 @@ pub fn read_inputs<'scope>(
                     packets: packets.session(&caps_now[0]),
                     rows: rows.session(&caps_now[1]),
                 };
-                merger.emit(now, &mut sessions);
+                merger.emit(&mut sessions);
             }
             let finished = merger.finished();
             let batch = merger.events(finished);

@@ -708,7 +708,9 @@ mod tests {
         v
     }
 
-    fn read_all(bytes: &[u8]) -> (Vec<(Nanos, Vec<u8>, u64)>, SourceStats, Vec<Damage>) {
+    type Frames = Vec<(Nanos, Vec<u8>, u64)>;
+
+    fn read_all(bytes: &[u8]) -> (Frames, SourceStats, Vec<Damage>) {
         let mut r = FrameReader::new(bytes).unwrap();
         let mut stats = SourceStats::default();
         let mut damage = Vec::new();

@@ -85,7 +85,7 @@ impl SkipReason {
 }
 
 /// Counters of one origin. Additive: deltas from several readers and workers sum to totals.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct SourceStats {
     /// Records read: packets (frames) or trace rows, including those later skipped.
     pub records: u64,

@@ -264,7 +264,7 @@ impl System {
     pub fn from_toml(text: &str, origin: &str) -> Result<System> {
         let config: SystemConfig = toml::from_str(text)
             .with_context(|| format!("{origin}: invalid system description"))?;
-        System::compile(config).with_context(|| format!("{origin}"))
+        System::compile(config).with_context(|| origin.to_owned())
     }
 
     fn compile(config: SystemConfig) -> Result<System> {

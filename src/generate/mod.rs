@@ -186,7 +186,7 @@ pub fn generate(system: &System, options: &Options, dir: &Path) -> Result<Summar
         }
         None => (1, 1.0),
     };
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(options.seed ^ 0x7472_7574_68);
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(options.seed ^ 0x0074_7275_7468);
     let clocks: Vec<Clock> = system
         .nodes
         .iter()

@@ -108,7 +108,7 @@ impl<'a> Network<'a> {
     pub fn new(system: &'a System, seed: u64) -> Self {
         Network {
             system,
-            rng: Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x6e65_7477_6f72_6b),
+            rng: Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x006e_6574_776f_726b),
             conns: Vec::new(),
             free: Vec::new(),
             pools: HashMap::new(),

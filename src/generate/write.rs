@@ -84,6 +84,7 @@ impl FrameWriter {
                     ts_resolution: pcap_file::TsResolution::NanoSecond,
                     datalink: DataLink::ETHERNET,
                     snaplen: 65_535,
+                    endianness: pcap_file::Endianness::Little,
                     ..PcapHeader::default()
                 };
                 FrameWriter::Pcap(
@@ -140,9 +141,12 @@ struct Sniffer {
     path: PathBuf,
     clock: Clock,
     writer: Option<FrameWriter>,
-    heap: BinaryHeap<Reverse<(u64, u64, Rc<[u8]>)>>,
+    heap: BinaryHeap<Reverse<Queued>>,
     written: u64,
 }
+
+/// A frame waiting in a sniffer's queue: local timestamp, packet id (tie-break), bytes.
+type Queued = (u64, u64, Rc<[u8]>);
 
 /// Where sniffers sit and how they see packets.
 pub enum Placement {

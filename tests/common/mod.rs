@@ -1,0 +1,312 @@
+//! Helpers shared by the end-to-end tests: running the binary, real capture tools, network
+//! namespaces, bounded test traffic.
+//!
+//! Tests that need system tools (tcpdump, dumpcap, capinfos, ip) and root fail when those are
+//! missing, so that a run without them cannot pass silently. Set
+//! `CAUSEWAY_SKIP_SYSTEM_TESTS=1` to skip them explicitly instead (they then print why).
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// The causeway binary under test.
+pub fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_causeway"))
+}
+
+/// Runs causeway with `args`.
+pub fn causeway(args: &[&str]) -> Output {
+    Command::new(bin())
+        .args(args)
+        .output()
+        .expect("run causeway")
+}
+
+/// Runs causeway and returns its stdout as JSON lines, failing on a non-zero exit.
+pub fn causeway_jsonl(args: &[&str]) -> Vec<serde_json::Value> {
+    let out = causeway(args);
+    assert!(
+        out.status.success(),
+        "causeway {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON line {l}: {e}")))
+        .collect()
+}
+
+/// The final `stats` record of `origin` in `records`.
+pub fn stats_of<'a>(records: &'a [serde_json::Value], origin: &str) -> &'a serde_json::Value {
+    records
+        .iter()
+        .find(|r| r["kind"] == "stats" && r["origin"] == origin && r["final"] == true)
+        .unwrap_or_else(|| panic!("no final stats for {origin} in {records:?}"))
+}
+
+/// A fresh directory under the target's temporary area.
+pub fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("causeway-test-{}-{}", name, std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Whether system tests should run; panics (fails the test) when a tool is missing unless the
+/// user asked to skip.
+pub fn system_tools(tools: &[&str]) -> bool {
+    let missing: Vec<&str> = tools
+        .iter()
+        .copied()
+        .filter(|t| which(t).is_none())
+        .collect();
+    let skip = std::env::var("CAUSEWAY_SKIP_SYSTEM_TESTS").is_ok_and(|v| v == "1");
+    if missing.is_empty() && is_root() {
+        return true;
+    }
+    let why = if missing.is_empty() {
+        "not running as root".to_owned()
+    } else {
+        format!("missing tools: {}", missing.join(", "))
+    };
+    if skip {
+        eprintln!("skipping system test ({why}; CAUSEWAY_SKIP_SYSTEM_TESTS=1)");
+        false
+    } else {
+        panic!(
+            "system test needs {why}; install them (see .ci/run) or set CAUSEWAY_SKIP_SYSTEM_TESTS=1"
+        );
+    }
+}
+
+pub fn which(tool: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/sbin")])
+            .map(|d| d.join(tool))
+            .find(|f| f.is_file())
+    })
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false)
+}
+
+/// A running capture tool (tcpdump, dumpcap, tshark), stopped with SIGINT as a user would.
+pub struct Sniffer {
+    child: Child,
+    stderr: String,
+}
+
+impl Sniffer {
+    /// Starts `program args...` and waits until it says it is listening (or 10 s).
+    pub fn start(program: &str, args: &[&str]) -> Sniffer {
+        let mut child = Command::new(program)
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {program}: {e}"));
+        let mut stderr = BufReader::new(child.stderr.take().unwrap());
+        let mut seen = String::new();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            while stderr.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {
+                let _ = tx.send(std::mem::take(&mut line));
+            }
+        });
+        loop {
+            match rx.recv_timeout(Duration::from_millis(100)) {
+                Ok(line) => {
+                    seen.push_str(&line);
+                    if line.contains("listening on") || line.contains("Capturing on") {
+                        break;
+                    }
+                }
+                Err(_) if Instant::now() > deadline => panic!("{program} did not start: {seen}"),
+                Err(_) => {}
+            }
+        }
+        // The kernel filter is attached once the tool says it listens; give it a moment more.
+        std::thread::sleep(Duration::from_millis(300));
+        std::thread::spawn(move || for _ in rx.iter() {});
+        Sniffer {
+            child,
+            stderr: seen,
+        }
+    }
+
+    /// Stops it with SIGINT and waits for it to write its file.
+    pub fn stop(mut self) {
+        std::thread::sleep(Duration::from_millis(500));
+        let _ = Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        panic!("capture tool did not stop: {}", self.stderr);
+    }
+}
+
+/// Sends `n` TCP request/response exchanges and `n` UDP datagrams to `addr`'s listener,
+/// bounded in count and time.
+pub fn loopback_traffic(listener: TcpListener, udp: UdpSocket, n: usize) {
+    let addr = listener.local_addr().unwrap();
+    let server = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut buf = [0u8; 4096];
+        for _ in 0..n {
+            let k = s.read(&mut buf).unwrap_or(0);
+            if k == 0 {
+                break;
+            }
+            s.write_all(&vec![b'r'; 3000]).unwrap();
+        }
+    });
+    let mut c = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut buf = vec![0u8; 3000];
+    for i in 0..n {
+        c.write_all(format!("request {i}").as_bytes()).unwrap();
+        let _ = c.read_exact(&mut buf);
+    }
+    drop(c);
+    server.join().unwrap();
+    let target: SocketAddr = udp.local_addr().unwrap();
+    let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
+    for i in 0..n {
+        sender
+            .send_to(format!("datagram {i}").as_bytes(), target)
+            .unwrap();
+    }
+}
+
+/// What capinfos says of a capture: packet count, first and last packet time in ns.
+pub fn capinfos(path: &Path) -> (u64, Option<u64>, Option<u64>) {
+    let out = Command::new("capinfos")
+        .args(["-M", "-T", "-r", "-c", "-a", "-e", "-S"])
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "capinfos: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let fields: Vec<&str> = text.trim_end().split('\t').collect();
+    let count = fields[1].parse().unwrap();
+    (count, epoch_ns(fields[2]), epoch_ns(fields[3]))
+}
+
+/// `1795277883.100882` to ns, exactly.
+pub fn epoch_ns(s: &str) -> Option<u64> {
+    let (sec, frac) = s.split_once('.').unwrap_or((s, ""));
+    let sec: u64 = sec.parse().ok()?;
+    let mut frac = frac.to_owned();
+    frac.truncate(9);
+    while frac.len() < 9 {
+        frac.push('0');
+    }
+    Some(sec * 1_000_000_000 + frac.parse::<u64>().ok()?)
+}
+
+/// Two network namespaces joined by a veth pair, removed on drop.
+pub struct NetnsPair {
+    pub a: String,
+    pub b: String,
+    pub veth_a: String,
+    pub ip_a: String,
+    pub ip_b: String,
+}
+
+fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "ip {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+impl NetnsPair {
+    /// Creates `cw<tag>a` and `cw<tag>b` with 10.<net>.0.1/24 and .2.
+    pub fn new(tag: &str, net: u8) -> NetnsPair {
+        let id = std::process::id() % 10_000;
+        let a = format!("cw{tag}{id}a");
+        let b = format!("cw{tag}{id}b");
+        let veth_a = format!("v{tag}{id}a");
+        let veth_b = format!("v{tag}{id}b");
+        let (ip_a, ip_b) = (format!("10.{net}.0.1"), format!("10.{net}.0.2"));
+        let _ = Command::new("ip").args(["netns", "del", &a]).output();
+        let _ = Command::new("ip").args(["netns", "del", &b]).output();
+        ip(&["netns", "add", &a]);
+        ip(&["netns", "add", &b]);
+        ip(&[
+            "link", "add", &veth_a, "type", "veth", "peer", "name", &veth_b,
+        ]);
+        ip(&["link", "set", &veth_a, "netns", &a]);
+        ip(&["link", "set", &veth_b, "netns", &b]);
+        ip(&[
+            "-n",
+            &a,
+            "addr",
+            "add",
+            &format!("{ip_a}/24"),
+            "dev",
+            &veth_a,
+        ]);
+        ip(&[
+            "-n",
+            &b,
+            "addr",
+            "add",
+            &format!("{ip_b}/24"),
+            "dev",
+            &veth_b,
+        ]);
+        for (ns, dev) in [(&a, &veth_a), (&b, &veth_b)] {
+            ip(&["-n", ns, "link", "set", dev, "up"]);
+            ip(&["-n", ns, "link", "set", "lo", "up"]);
+        }
+        NetnsPair {
+            a,
+            b,
+            veth_a,
+            ip_a,
+            ip_b,
+        }
+    }
+
+    /// A command run inside namespace `ns`.
+    pub fn exec(ns: &str, program: &str) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", ns, program]);
+        c
+    }
+}
+
+impl Drop for NetnsPair {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.a]).output();
+        let _ = Command::new("ip").args(["netns", "del", &self.b]).output();
+    }
+}
