@@ -1,7 +1,8 @@
 //! Ingest harness: how fast `causeway stats` reads a capture on one core, side by side with
 //! `tcpdump -nn -r FILE -w /dev/null` on the same file in the same run, and the peak RSS of
-//! each, on generated multi-tier captures of growing size (default 1, 3 and 10 million
-//! packets; the largest is the one the foundation issue asks for).
+//! each, on generated captures: multi-tier (a mix of small requests and large responses) of
+//! growing size (default 1, 3 and 10 million packets), and children-parallel at parallelism 5
+//! (small packets, interleaved conversations: the per-packet worst case), 10 million packets.
 //!
 //! Captures are generated once into `target/bench-data/` and kept. Each file is read once
 //! beforehand so both tools read from the page cache; each command runs `--runs` times and the
@@ -17,9 +18,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-/// Packets per message of the multi-tier preset (measured: 3,087,673 packets for 400,006
-/// messages); used to size the generation, the real count is read back.
-const PACKETS_PER_MESSAGE: f64 = 7.72;
+/// Captures: preset, extra generator options, packets per message (measured; used to size
+/// the generation, the real count is read back).
+const PRESETS: [(&str, &[&str], f64); 2] = [
+    ("multi-tier", &[], 7.70),
+    ("children-parallel", &["--parallelism", "5"], 2.33),
+];
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -57,8 +61,11 @@ fn main() {
     println!(
         "capture                 packets        MB  tool        wall s   Mpackets/s    MB/s  peak RSS MB"
     );
-    for target in sizes {
-        let (file, packets) = capture(&causeway, &data, target);
+    let largest = sizes.iter().copied().max().unwrap_or(0);
+    let mut jobs: Vec<(usize, u64)> = sizes.iter().map(|s| (0, *s)).collect();
+    jobs.push((1, largest));
+    for (preset, target) in jobs {
+        let (file, packets) = capture(&causeway, &data, PRESETS[preset], target);
         let mb = std::fs::metadata(&file).unwrap().len() as f64 / 1e6;
         warm(&file);
         let f = file.display().to_string();
@@ -96,7 +103,7 @@ fn main() {
             let (wall, _) = samples[samples.len() / 2];
             let rss = samples.iter().map(|s| s.1).max().unwrap_or(0);
             println!(
-                "{:<22} {:>9} {:>9.0}  {:<9} {:>8.3} {:>12.2} {:>7.0} {:>12.1}",
+                "{:<32} {:>9} {:>9.0}  {:<9} {:>8.3} {:>12.2} {:>7.0} {:>12.1}",
                 file.parent()
                     .and_then(|p| p.file_name())
                     .unwrap()
@@ -160,11 +167,17 @@ fn measure(cmd: &[String]) -> (f64, u64) {
     (wall, rss)
 }
 
-/// A multi-tier capture of about `packets` packets, generated once; returns it and its exact
+/// A capture of about `packets` packets of `preset`, generated once; returns it and its exact
 /// packet count.
-fn capture(causeway: &Path, data: &Path, packets: u64) -> (PathBuf, u64) {
-    let messages = (packets as f64 / PACKETS_PER_MESSAGE).ceil() as u64;
-    let dir = data.join(format!("multi-tier-{messages}"));
+fn capture(
+    causeway: &Path,
+    data: &Path,
+    preset: (&str, &[&str], f64),
+    packets: u64,
+) -> (PathBuf, u64) {
+    let (name, extra, per_message) = preset;
+    let messages = (packets as f64 / per_message).ceil() as u64;
+    let dir = data.join(format!("{name}-{messages}"));
     let file = dir.join("mirror.pcap");
     if !file.exists() {
         eprintln!("generating {} ({messages} messages)...", file.display());
@@ -172,11 +185,12 @@ fn capture(causeway: &Path, data: &Path, packets: u64) -> (PathBuf, u64) {
             .args([
                 "generate",
                 "--preset",
-                "multi-tier",
+                name,
                 "--messages",
                 &messages.to_string(),
-                "-o",
             ])
+            .args(extra)
+            .arg("-o")
             .arg(&dir)
             .status()
             .unwrap();

@@ -133,25 +133,42 @@ impl Default for FlowConfig {
 /// Canonical key: both directions of a conversation map to the same key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct Key {
-    origin: OriginId,
-    protocol: Protocol,
-    low: Endpoint,
-    high: Endpoint,
+    /// The lower endpoint's address (IPv4 as IPv4-mapped IPv6), then the higher's.
+    low_ip: u128,
+    high_ip: u128,
+    /// The lower endpoint's port << 16 | the higher's.
+    ports: u32,
+    /// Origin << 8 | protocol.
+    scope: u32,
+}
+
+/// An address as one integer: cheap to compare and hash.
+fn ip_bits(ip: &std::net::IpAddr) -> u128 {
+    match ip {
+        std::net::IpAddr::V4(v4) => u128::from(v4.to_ipv6_mapped()),
+        std::net::IpAddr::V6(v6) => u128::from(*v6),
+    }
 }
 
 impl Key {
+    #[inline]
     fn of(p: &Packet) -> Key {
-        let (low, high) = if p.src <= p.dst {
-            (p.src, p.dst)
-        } else {
-            (p.dst, p.src)
-        };
+        let a = (ip_bits(&p.src.ip), p.src.port);
+        let b = (ip_bits(&p.dst.ip), p.dst.port);
+        let (low, high) = if a <= b { (a, b) } else { (b, a) };
         Key {
-            origin: p.origin,
-            protocol: p.protocol,
-            low,
-            high,
+            low_ip: low.0,
+            high_ip: high.0,
+            ports: (low.1 as u32) << 16 | high.1 as u32,
+            scope: (p.origin.0 as u32) << 8 | p.protocol as u32,
         }
+    }
+
+    /// Its entry in the recent-conversation cache.
+    #[inline]
+    fn way(&self) -> usize {
+        let mix = self.ports ^ (self.low_ip as u32) ^ (self.high_ip as u32).rotate_left(16);
+        (mix.wrapping_mul(0x9e37_79b9) >> 24) as usize & (RECENT - 1)
     }
 
     /// Exchange key: the same on every worker and process.
@@ -196,6 +213,7 @@ impl State {
         }
     }
 
+    #[inline]
     fn add(&mut self, p: &Packet) {
         let d = usize::from(p.src != self.flow.client);
         let f = &mut self.flow;
@@ -250,12 +268,25 @@ impl State {
 /// last packet is past its deadline.
 pub struct FlowTable {
     config: FlowConfig,
-    live: HashMap<Key, State, FixedState>,
+    /// Key to slot.
+    live: HashMap<Key, usize, FixedState>,
+    /// Conversation states; `None` slots are free (listed in `free`).
+    slots: Vec<Option<State>>,
+    free: Vec<usize>,
+    /// Deadline buckets (deadline >> [`BUCKET_SHIFT`]) to the keys to look at then.
     deadlines: BTreeMap<Time, Vec<Key>>,
-    /// The conversation of the previous packet, kept out of the map: packets of one
-    /// conversation come in runs (segments and their ACKs).
-    hot: Option<(Key, State)>,
+    /// Recently seen conversations, direct-mapped by a cheap hash: a capture interleaves the
+    /// packets of a few busy conversations, so most packets find their slot here without
+    /// hashing into the map.
+    recent: [Option<(Key, usize)>; RECENT],
 }
+
+/// Entries in the recent-conversation cache (a power of two).
+const RECENT: usize = 256;
+
+/// Deadlines are bucketed by 2^30 ns (about a second): the exact deadline is checked when a
+/// bucket comes due, so this only bounds how much later than its deadline a record goes out.
+const BUCKET_SHIFT: u32 = 30;
 
 impl FlowTable {
     /// An empty table.
@@ -263,14 +294,16 @@ impl FlowTable {
         FlowTable {
             config,
             live: HashMap::with_hasher(FixedState::with_seed(0x6c69_7665)),
+            slots: Vec::new(),
+            free: Vec::new(),
             deadlines: BTreeMap::new(),
-            hot: None,
+            recent: [None; RECENT],
         }
     }
 
     /// Number of live conversations.
     pub fn len(&self) -> usize {
-        self.live.len() + usize::from(self.hot.is_some())
+        self.live.len()
     }
 
     /// Whether no conversation is live.
@@ -278,67 +311,109 @@ impl FlowTable {
         self.len() == 0
     }
 
-    fn park_hot(&mut self) {
-        if let Some((k, state)) = self.hot.take() {
-            self.live.insert(k, state);
+    fn schedule(&mut self, key: Key, due: Time) {
+        self.deadlines
+            .entry(due >> BUCKET_SHIFT)
+            .or_default()
+            .push(key);
+    }
+
+    /// The slot of `key`, starting a conversation with `p` if there is none.
+    fn slot_of(&mut self, key: Key, p: &Packet) -> usize {
+        if let Some(&i) = self.live.get(&key) {
+            return i;
+        }
+        let state = State::new(p);
+        let due = state.deadline(&self.config);
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.slots[i] = Some(state);
+                i
+            }
+            None => {
+                self.slots.push(Some(state));
+                self.slots.len() - 1
+            }
+        };
+        self.live.insert(key, i);
+        self.schedule(key, due);
+        i
+    }
+
+    fn release(&mut self, key: &Key) -> Option<State> {
+        let i = self.live.remove(key)?;
+        let way = key.way();
+        if matches!(self.recent[way], Some((_, h)) if h == i) {
+            self.recent[way] = None;
+        }
+        self.free.push(i);
+        self.slots[i].take()
+    }
+
+    /// Adds packets in order; conversations they end are pushed to `out`.
+    pub fn add_all(&mut self, packets: &[Packet], out: &mut Vec<Flow>) {
+        for p in packets {
+            self.add(p, out);
         }
     }
 
     /// Adds a packet; a conversation it ends is pushed to `out`.
+    #[inline]
     pub fn add(&mut self, p: &Packet, out: &mut Vec<Flow>) {
         let key = Key::of(p);
-        if !matches!(&self.hot, Some((k, _)) if *k == key) {
-            self.park_hot();
-            let state = self.live.remove(&key).unwrap_or_else(|| self.start(key, p));
-            self.hot = Some((key, state));
-        }
-        let Some((_, state)) = self.hot.as_mut() else {
+        let way = key.way();
+        let i = match self.recent[way] {
+            Some((k, i)) if k == key => i,
+            _ => {
+                let i = self.slot_of(key, p);
+                self.recent[way] = Some((key, i));
+                i
+            }
+        };
+        let Some(state) = self.slots[i].as_mut() else {
             return;
         };
         if state.ends_before(p, &self.config) {
             let mut old = std::mem::replace(state, State::new(p));
+            let due = state.deadline(&self.config);
             if old.flow.end == FlowEnd::Open {
                 old.flow.end = FlowEnd::Idle;
             }
             out.push(old.flow);
-            let due = state.deadline(&self.config);
-            self.deadlines.entry(due).or_default().push(key);
+            self.schedule(key, due);
         }
-        if let Some((_, state)) = self.hot.as_mut() {
+        if let Some(state) = self.slots[i].as_mut() {
+            let was_open = state.flow.end == FlowEnd::Open;
             state.add(p);
+            if was_open && state.flow.end != FlowEnd::Open {
+                // Closed or reset: its deadline moved from idle timeout to close linger.
+                let due = state.deadline(&self.config);
+                self.schedule(key, due);
+            }
         }
-    }
-
-    fn start(&mut self, key: Key, p: &Packet) -> State {
-        let s = State::new(p);
-        self.deadlines
-            .entry(s.deadline(&self.config))
-            .or_default()
-            .push(key);
-        s
     }
 
     /// Emits and forgets every conversation whose deadline is before `now`.
     pub fn expire(&mut self, now: Time, out: &mut Vec<Flow>) {
-        self.park_hot();
         while let Some(entry) = self.deadlines.first_entry() {
-            if *entry.key() >= now {
+            // A bucket may hold deadlines up to its end: look once the frontier has passed it.
+            if (*entry.key() + 1) << BUCKET_SHIFT > now {
                 break;
             }
             for key in entry.remove() {
-                let Some(state) = self.live.get(&key) else {
+                let Some(state) = self.live.get(&key).and_then(|&i| self.slots[i].as_ref()) else {
                     continue;
                 };
                 let due = state.deadline(&self.config);
                 if due < now {
-                    if let Some(mut s) = self.live.remove(&key) {
+                    if let Some(mut s) = self.release(&key) {
                         if s.flow.end == FlowEnd::Open {
                             s.flow.end = FlowEnd::Idle;
                         }
                         out.push(s.flow);
                     }
                 } else {
-                    self.deadlines.entry(due).or_default().push(key);
+                    self.schedule(key, due);
                 }
             }
         }
@@ -347,16 +422,17 @@ impl FlowTable {
     /// Emits every conversation at the end of the input; `last` gives each origin's last
     /// packet time.
     pub fn flush(&mut self, last: &HashMap<OriginId, Time>, out: &mut Vec<Flow>) {
-        self.park_hot();
+        let config = self.config;
         let mut rest: Vec<Flow> = self
-            .live
-            .drain()
-            .map(|(_, s)| {
+            .slots
+            .drain(..)
+            .flatten()
+            .map(|s| {
                 let mut f = s.flow.clone();
                 if f.end == FlowEnd::Open
                     && last
                         .get(&f.origin)
-                        .is_some_and(|l| s.deadline(&self.config) < *l)
+                        .is_some_and(|l| s.deadline(&config) < *l)
                 {
                     f.end = FlowEnd::Idle;
                 }
@@ -365,7 +441,10 @@ impl FlowTable {
             .collect();
         rest.sort();
         out.extend(rest);
+        self.live.clear();
+        self.free.clear();
         self.deadlines.clear();
+        self.recent = [None; RECENT];
     }
 }
 
@@ -401,9 +480,7 @@ impl<'scope> Flows<'scope> for Stream<'scope, Time, Vec<Packet>> {
                     // an unstable sort, which can swap two containers of one time and so put a
                     // conversation's packets out of order.
                     packets.for_each(|_cap, batch| {
-                        for p in batch.iter() {
-                            table.add(p, &mut out);
-                        }
+                        table.add_all(batch, &mut out);
                         batch.clear();
                     });
                     ends.for_each(|_cap, batch| {
@@ -569,21 +646,33 @@ mod tests {
         );
         assert_eq!(out.len(), 2);
         assert_eq!(out[1].end, FlowEnd::Closed);
-        // the frontier passing a deadline expires, an end of input flushes by origin time
+        // the frontier passing a deadline expires (once its ~1 s bucket is over), an end of
+        // input flushes by origin time
         t.add(
             &packet(300, "10.0.0.3:6000", "10.0.0.4:53", TcpFlags::ACK),
+            &mut out,
+        );
+        t.add(
+            &packet(2_000_000_000, "10.0.0.5:6000", "10.0.0.6:53", TcpFlags::ACK),
             &mut out,
         );
         t.expire(385, &mut out);
         assert_eq!(
             out.len(),
-            3,
-            "the SYN's conversation (deadline 370) expired"
+            2,
+            "the bucket holding deadline 370 is not over at 385"
         );
-        let last: HashMap<OriginId, Time> = [(OriginId(0), 1000)].into();
+        t.expire((1 << 30) + 1, &mut out);
+        assert_eq!(out.len(), 4, "deadlines 370 and 400 expired");
+        assert!(out[2..].iter().all(|f| f.end == FlowEnd::Idle));
+        let last: HashMap<OriginId, Time> = [(OriginId(0), 3_000_000_000)].into();
         t.flush(&last, &mut out);
-        assert_eq!(out.len(), 4);
-        assert_eq!(out[3].end, FlowEnd::Idle, "deadline 400 < origin end 1000");
+        assert_eq!(out.len(), 5);
+        assert_eq!(
+            out[4].end,
+            FlowEnd::Idle,
+            "deadline 2e9+100 < origin end 3e9"
+        );
         assert!(t.is_empty());
     }
 }

@@ -141,6 +141,7 @@ fn link_layer<'a>(frame: &Frame<'a>) -> Result<(u16, &'a [u8]), SkipReason> {
 ///
 /// Uses etherparse's per-layer slices (Ethernet, VLAN, lax IP, TCP, UDP) rather than its
 /// whole-packet slicer, which copies a large intermediate struct per packet.
+#[inline]
 pub fn decode(
     frame: &Frame<'_>,
     origin: OriginId,

@@ -85,6 +85,9 @@ impl Lane {
         while self.pos >= self.batch.len() && !self.done {
             self.batch.clear();
             self.pos = 0;
+            // A batch handed to timely leaves an empty vector behind: size it once, rather
+            // than growing it a packet at a time.
+            self.reader.reserve(size, &mut self.batch);
             self.done = !self.reader.read_batch(size, &mut self.batch);
         }
     }

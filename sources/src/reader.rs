@@ -21,6 +21,8 @@ pub trait ObservationReader: Send {
     /// input holds them. Returns false once the input is exhausted (what was appended in that
     /// call still counts).
     fn read_batch(&mut self, max: usize, out: &mut Batch) -> bool;
+    /// Makes room in `out` for `max` observations of this reader's kind.
+    fn reserve(&self, max: usize, out: &mut Batch);
     /// Counts since the last call.
     fn take_stats(&mut self) -> SourceStats;
     /// Warnings since the last call.
@@ -128,6 +130,10 @@ impl<R: Read + Send> ObservationReader for PacketReader<R> {
         self.ledger.origin
     }
 
+    fn reserve(&self, max: usize, out: &mut Batch) {
+        out.packets.reserve(max);
+    }
+
     fn read_batch(&mut self, max: usize, out: &mut Batch) -> bool {
         if self.done {
             return false;
@@ -223,6 +229,10 @@ impl<R: Read + Send> RowReader<R> {
 impl<R: Read + Send> ObservationReader for RowReader<R> {
     fn origin(&self) -> OriginId {
         self.ledger.origin
+    }
+
+    fn reserve(&self, max: usize, out: &mut Batch) {
+        out.rows.reserve(max);
     }
 
     fn read_batch(&mut self, max: usize, out: &mut Batch) -> bool {
