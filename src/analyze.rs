@@ -5,13 +5,19 @@ use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
-use anyhow::Result;
-use causeway_operators::{FlowConfig, Names};
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+
+use anyhow::{Result, anyhow, bail};
+use causeway_operators::{
+    ClockConfig, Domain, FlowConfig, FoldConfig, Homes, Names, NatConfig, ReconcileConfig,
+};
 use causeway_sinks::output::Output;
 use causeway_sinks::{SinkConfig, SinkSet};
 use causeway_sources::decode::DecodeOptions;
-use causeway_sources::{InputSpec, Origins, SourceConfig};
+use causeway_sources::{Alignment, InputSpec, OriginId, Origins, SourceConfig};
 
+use crate::bootstrap::{SampleSize, bootstrap};
 use crate::cli::{AnalyzeArgs, EmitArg, EngineArgs, OutputArgs, ProgressArg, StatsArgs};
 use crate::engine::{self, Emit, Job};
 use crate::progress::Progress;
@@ -71,12 +77,50 @@ pub fn run_job(job: Job, output: &OutputArgs, engine_args: &EngineArgs, top: usi
     engine::run(job, engine_args, sinks, show.then_some(counter))
 }
 
+/// Parses `NAME=IP[,IP...]` sniffer declarations.
+fn declared_sniffers(
+    args: &[String],
+    origins: &Origins,
+) -> Result<BTreeMap<OriginId, BTreeSet<IpAddr>>> {
+    let mut out = BTreeMap::new();
+    for arg in args {
+        let Some((name, ips)) = arg.split_once('=') else {
+            bail!("--sniffer {arg}: expected NAME=IP[,IP...]");
+        };
+        let Some((id, _)) = origins.iter().find(|(_, o)| o.name == name) else {
+            bail!("--sniffer {arg}: no input is named {name} (use NAME=PATH for the input)");
+        };
+        let mut set = BTreeSet::new();
+        for ip in ips.split(',') {
+            set.insert(
+                ip.trim()
+                    .parse::<IpAddr>()
+                    .map_err(|e| anyhow!("--sniffer {arg}: `{ip}`: {e}"))?,
+            );
+        }
+        out.insert(id, set);
+    }
+    Ok(out)
+}
+
 /// `causeway analyze`.
 pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
     let (inputs, origins) = inputs(&args.inputs);
     let names = match &args.names {
         Some(path) => Names::load(path)?,
         None => Names::new(),
+    };
+    let declared = declared_sniffers(&args.sniffer, &origins)?;
+    let boot = bootstrap(&inputs, &origins, &declared, SampleSize::default())?;
+    for note in &boot.notes {
+        tracing::info!("{note}");
+    }
+    let reference = match &args.clock_reference {
+        Some(name) => Some(match origins.iter().find(|(_, o)| &o.name == name) {
+            Some((id, _)) => Domain::Origin(id),
+            None => Domain::Node(name.clone()),
+        }),
+        None => boot.reference.map(Domain::Origin),
     };
     let job = Job {
         inputs,
@@ -94,35 +138,76 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
             flows: args.emit.contains(&EmitArg::Flows),
             messages: args.emit.contains(&EmitArg::Messages),
             stats: args.emit.contains(&EmitArg::Stats),
+            clock: args.emit.contains(&EmitArg::Clock),
+            nat: args.emit.contains(&EmitArg::Nat),
         },
         stats_every: args.emit_every.map(|d| d.as_nanos() as u64),
         decode: DecodeOptions::default(),
+        alignment: Arc::new(boot.alignment),
+        homes: Arc::new(boot.homes),
+        fold: FoldConfig {
+            message_gap_ns: args.message_gap.as_nanos() as u64,
+            ..FoldConfig::default()
+        },
+        reconcile: ReconcileConfig {
+            window_ns: args.reconcile_window.as_nanos() as u64,
+        },
+        clock: ClockConfig {
+            window_ns: args.clock_window.as_nanos() as u64,
+            every_ns: args.clock_every.as_nanos() as u64,
+            reference,
+        },
+        nat: NatConfig {
+            min_evidence_tcp: args.nat_evidence.max(1),
+            min_evidence_udp: (args.nat_evidence * 3).max(1),
+            window_ns: args.reconcile_window.as_nanos() as u64,
+            ..NatConfig::default()
+        },
     };
     run_job(job, &args.output, &args.engine, args.top)
+}
+
+/// A job that only reads and counts: `stats` and the like.
+pub fn counting_job(inputs: Vec<InputSpec>, origins: Origins, lateness_ns: u64, emit: Emit) -> Job {
+    Job {
+        inputs,
+        origins,
+        names: Arc::new(Names::new()),
+        source: SourceConfig {
+            lateness_ns,
+            ..SourceConfig::default()
+        },
+        flows: FlowConfig::default(),
+        emit,
+        stats_every: None,
+        // Statistics need no payload hashes.
+        decode: DecodeOptions {
+            hash_payload: emit.messages || emit.clock || emit.nat,
+        },
+        alignment: Arc::new(Alignment::none()),
+        homes: Arc::new(Homes::none()),
+        fold: FoldConfig::default(),
+        reconcile: ReconcileConfig::default(),
+        clock: ClockConfig::default(),
+        nat: NatConfig::default(),
+    }
 }
 
 /// `causeway stats`.
 pub fn stats(args: &StatsArgs) -> Result<()> {
     let (inputs, origins) = inputs(&args.inputs);
-    let job = Job {
+    let emit = Emit {
+        flows: true,
+        messages: false,
+        stats: true,
+        clock: false,
+        nat: false,
+    };
+    let job = counting_job(
         inputs,
         origins,
-        names: Arc::new(Names::new()),
-        source: SourceConfig {
-            lateness_ns: args.engine.lateness.as_nanos() as u64,
-            ..SourceConfig::default()
-        },
-        flows: FlowConfig::default(),
-        emit: Emit {
-            flows: true,
-            messages: false,
-            stats: true,
-        },
-        stats_every: None,
-        // Statistics need no payload hashes.
-        decode: DecodeOptions {
-            hash_payload: false,
-        },
-    };
+        args.engine.lateness.as_nanos() as u64,
+        emit,
+    );
     run_job(job, &args.output, &args.engine, args.top)
 }

@@ -34,11 +34,15 @@ pub struct Cli {
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Analyse captures and message traces: conversations, messages, statistics.
+    /// Analyse captures and message traces: messages, clock offsets, address translations.
     ///
-    /// Until path inference lands this reports conversations (from packets), messages (from
-    /// message traces) and per-input statistics; it never prints path patterns it did not
-    /// infer.
+    /// Packets from any number of sniffers become messages: TCP segments between direction
+    /// changes fold into one message; copies of a message seen by several sniffers merge,
+    /// taking the send time from the sniffer nearest the sender and the receive time from the
+    /// one nearest the receiver. Sniffer clocks are aligned first and their offsets and drift
+    /// estimated continuously; load-balancer address translations are learned and messages
+    /// named by the real servers. Path inference is not implemented yet; it never prints path
+    /// patterns it did not infer.
     ///
     /// Examples:
     ///   causeway analyze web1=web1.pcap db=db.pcapng.gz
@@ -154,9 +158,35 @@ pub struct AnalyzeArgs {
     /// ADDRESS is an IP or IP:port).
     #[arg(long, value_name = "FILE")]
     pub names: Option<PathBuf>,
-    /// What to report.
-    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [EmitArg::Flows, EmitArg::Messages, EmitArg::Stats])]
+    /// What to report (comma-separated).
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [EmitArg::Messages, EmitArg::Clock, EmitArg::Nat, EmitArg::Stats])]
     pub emit: Vec<EmitArg>,
+    /// A sniffer on a host: NAME=IP[,IP...] says which addresses are the host's own (else
+    /// inferred from the traffic). Repeatable.
+    #[arg(long, value_name = "NAME=IP,...")]
+    pub sniffer: Vec<String>,
+    /// How long after a message's first sighting the other sniffers' sightings are awaited
+    /// (event time). Must cover network latency plus what is left of clock offsets after
+    /// alignment.
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
+    pub reconcile_window: Duration,
+    /// A TCP message ends after this long without a segment (else at the other side's data,
+    /// FIN or RST).
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
+    pub message_gap: Duration,
+    /// The clock the others are measured against: a sniffer's or a node's name (default: the
+    /// first capture's sniffer).
+    #[arg(long, value_name = "NAME")]
+    pub clock_reference: Option<String>,
+    /// Seconds of evidence each clock estimate uses.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+    pub clock_window: Duration,
+    /// How often clock offsets are reported (event time); always also at the end.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    pub clock_every: Duration,
+    /// Messages needed before a TCP address translation is reported (UDP needs more).
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub nat_evidence: u64,
     /// A conversation without packets for this long is reported and forgotten.
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
     pub idle_timeout: Duration,
@@ -177,12 +207,16 @@ pub struct AnalyzeArgs {
 /// Record kinds `analyze` can report.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum EmitArg {
-    /// Conversation summaries (from packets).
-    Flows,
-    /// Messages (from message traces).
+    /// Messages (from packets and message traces).
     Messages,
+    /// Clock offsets and drift of the sniffers (or traced nodes).
+    Clock,
+    /// Address translations learned.
+    Nat,
     /// Per-input statistics.
     Stats,
+    /// Conversation summaries (from packets).
+    Flows,
 }
 
 /// `causeway stats`.

@@ -1,15 +1,10 @@
-//! `causeway demo`: generate a multi-tier trace in a temporary directory and analyse it.
-
-use std::sync::Arc;
+//! `causeway demo`: generate a multi-tier trace in a temporary directory (one capture per
+//! server, clocks up to 2 s apart) and analyse it as a user would.
 
 use anyhow::{Context, Result};
-use causeway_operators::{FlowConfig, Names};
-use causeway_sources::SourceConfig;
-use causeway_sources::decode::DecodeOptions;
+use clap::Parser;
 
-use crate::analyze::{inputs, run_job};
-use crate::cli::{DemoArgs, EngineArgs, SniffersArg, TraceFormatArg};
-use crate::engine::{Emit, Job};
+use crate::cli::{Cli, Command, DemoArgs, SniffersArg, TraceFormatArg};
 use crate::generate::{self, config};
 
 /// Runs the demo.
@@ -30,9 +25,9 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         messages: args.messages,
         parallelism: None,
         format: TraceFormatArg::Pcap,
-        sniffers: SniffersArg::Single,
+        sniffers: SniffersArg::PerHost,
         loss: 0.0,
-        clock_offset_ns: 0.0,
+        clock_offset_ns: 2e9,
         drift_ppm: 0.0,
         seed: 1,
         start_epoch_ns: 1_767_225_600_000_000_000,
@@ -46,29 +41,30 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         summary.patterns,
         dir.display()
     );
-    let capture = dir.join("mirror.pcap");
-    let (specs, origins) = inputs(&[capture.display().to_string()]);
-    let names = Names::load(&dir.join("names.txt"))?;
-    let job = Job {
-        inputs: specs,
-        origins,
-        names: Arc::new(names),
-        source: SourceConfig::default(),
-        flows: FlowConfig::default(),
-        emit: Emit {
-            flows: true,
-            messages: true,
-            stats: true,
-        },
-        stats_every: None,
-        decode: DecodeOptions::default(),
-    };
-    let engine = EngineArgs {
-        workers: 1,
-        processes: 1,
-        process: 0,
-        hostfile: None,
-        lateness: std::time::Duration::from_secs(2),
-    };
-    run_job(job, &args.output, &engine, 10)
+    // The main job, as a user would run it on these files.
+    let mut argv: Vec<String> = vec!["causeway".into(), "analyze".into(), "--names".into()];
+    argv.push(dir.join("names.txt").display().to_string());
+    argv.extend([
+        "--format".into(),
+        format!("{:?}", args.output.format).to_lowercase(),
+    ]);
+    argv.extend([
+        "--progress".into(),
+        format!("{:?}", args.output.progress).to_lowercase(),
+    ]);
+    if let Some(o) = &args.output.output {
+        argv.extend(["-o".into(), o.display().to_string()]);
+    }
+    let mut captures: Vec<String> = std::fs::read_dir(&dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "pcap"))
+        .map(|p| p.display().to_string())
+        .collect();
+    captures.sort();
+    argv.extend(captures);
+    let cli = Cli::try_parse_from(&argv).context("demo arguments")?;
+    match cli.command {
+        Command::Analyze(a) => crate::analyze::analyze(&a),
+        _ => Ok(()),
+    }
 }

@@ -1,10 +1,16 @@
 //! The engine: builds the timely dataflow from sources, operators and sinks, and runs it.
 //!
 //! ```text
-//!  source (per worker: its share of the inputs, merged in event time)
-//!    ├─ packets ── flows ──────────────┐
-//!    ├─ rows ───── rows (→ messages) ──┼── deliver (worker 0: sinks)
-//!    └─ events ─── stats ──────────────┘
+//!  source (per worker: its inputs merged in event time, clocks coarsely aligned)
+//!    ├─ packets ─┬─ flows ─────────────────────────────────────────────────────┐
+//!    │           └─ reconcile.fold ── reconcile ─┬─ messages ── nat ─┐         │
+//!    │                                           ├─ facts ────── nat ┤         │
+//!    │                                           └─ samples ─┐  (mappings)─────┤
+//!    ├─ rows ── rows ── messages ───────────────────┬────────┼──────────┐      │
+//!    │                                             samples ──┤          │      │
+//!    │                           clock.bounds ── clock ─(estimates)─ clock.correct ── deliver
+//!    │                                             └─(offsets)──────────────────────┤
+//!    └─ events (+ reconcile's counts) ── stats ──────────────────────────────────────┘
 //! ```
 //!
 //! Input `i` is read by worker `i mod peers`; records are exchanged by key in the operators
@@ -14,11 +20,15 @@
 use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result, anyhow, bail};
-use causeway_operators::{CollectStats, FlowConfig, Flows, Names, RowsToMessages};
+use causeway_operators::{
+    Bounds, Clock, ClockConfig, CollectStats, Correct, FlowConfig, Flows, Fold, FoldConfig, Homes,
+    Merger, MessageSamples, Names, Nat, NatConfig, Reconcile, ReconcileConfig, Reconciled,
+    RowsToMessages,
+};
 use causeway_sinks::{Deliver, Record, SinkError, SinkSet};
 use causeway_sources::decode::DecodeOptions;
 use causeway_sources::{
-    InputSpec, ObservationReader, Origins, ProgressCounter, SourceConfig, SourceEvent,
+    Alignment, InputSpec, ObservationReader, Origins, ProgressCounter, SourceConfig, SourceEvent,
     SourceStreams, Time, read_inputs,
 };
 use timely::dataflow::ProbeHandle;
@@ -37,6 +47,17 @@ pub struct Emit {
     pub messages: bool,
     /// Per-origin statistics.
     pub stats: bool,
+    /// Clock offsets.
+    pub clock: bool,
+    /// Address translations.
+    pub nat: bool,
+}
+
+impl Emit {
+    /// Whether anything needs messages built from packets.
+    fn reconcile(&self) -> bool {
+        self.messages || self.clock || self.nat
+    }
 }
 
 /// Everything a run needs besides its sinks.
@@ -58,6 +79,18 @@ pub struct Job {
     pub stats_every: Option<Time>,
     /// Decoding options.
     pub decode: DecodeOptions,
+    /// Coarse clock offsets of the origins.
+    pub alignment: Arc<Alignment>,
+    /// Where sniffers sit.
+    pub homes: Arc<Homes>,
+    /// Message folding.
+    pub fold: FoldConfig,
+    /// Reconciliation window.
+    pub reconcile: ReconcileConfig,
+    /// Clock estimation.
+    pub clock: ClockConfig,
+    /// Address translation.
+    pub nat: NatConfig,
 }
 
 /// The timely configuration for `args`.
@@ -170,9 +203,21 @@ pub fn run(
                 packets,
                 rows,
                 events,
-            } = read_inputs(scope, readers, job.source, Some(probe.clone()));
+            } = read_inputs(
+                scope,
+                readers,
+                job.source,
+                &job.alignment,
+                Some(probe.clone()),
+            );
             let mut outputs = Vec::new();
-            if job.emit.flows {
+            let mut counts = vec![events.clone()];
+            let (for_flows, for_messages) = match (job.emit.flows, job.emit.reconcile()) {
+                (true, true) => (Some(packets.clone()), Some(packets)),
+                (true, false) => (Some(packets), None),
+                (false, _) => (None, Some(packets)),
+            };
+            if let Some(packets) = for_flows {
                 // Each origin's latest packet time, to every worker: conversations still open
                 // at the end are judged idle or not by event time alone.
                 let ends = events
@@ -182,12 +227,45 @@ pub fn run(
                         SourceEvent::Warning(_) => None,
                     })
                     .broadcast();
-                outputs.push(packets.flows(ends, job.flows).map(Record::Flow));
+                outputs.push(
+                    packets
+                        .flows(ends, job.flows, Arc::clone(&job.alignment))
+                        .map(Record::Flow),
+                );
             }
-            if job.emit.messages {
-                outputs.push(rows.messages(Arc::clone(&job.names)).map(Record::Message));
+            if let Some(packets) = for_messages {
+                let merger = Merger::new(
+                    Arc::clone(&job.alignment),
+                    Arc::clone(&job.homes),
+                    Arc::clone(&job.names),
+                );
+                let Reconciled {
+                    messages,
+                    samples,
+                    facts,
+                    events: reconciled,
+                } = packets
+                    .fold(job.fold, Arc::clone(&job.alignment))
+                    .reconcile(job.reconcile, merger);
+                counts.push(reconciled);
+                let (messages, mappings) = messages.nat(facts, Arc::clone(&job.names), job.nat);
+                let from_rows = rows.messages(Arc::clone(&job.names));
+                let samples = scope.concatenate([samples, from_rows.clone().delay_samples()]);
+                let (offsets, estimates) = samples.delay_bounds().clock(job.clock.clone());
+                let messages = scope
+                    .concatenate([messages, from_rows])
+                    .correct(estimates, Arc::clone(&job.alignment));
+                if job.emit.messages {
+                    outputs.push(messages.map(Record::Message));
+                }
+                if job.emit.clock {
+                    outputs.push(offsets.map(Record::ClockOffset));
+                }
+                if job.emit.nat {
+                    outputs.push(mappings.map(Record::NatMapping));
+                }
             }
-            let stats = events.collect_stats(job.stats_every);
+            let stats = scope.concatenate(counts).collect_stats(job.stats_every);
             if job.emit.stats {
                 outputs.push(stats.map(Record::Stats));
             } else {

@@ -8,6 +8,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod analyze;
+pub mod bootstrap;
 pub mod cli;
 pub mod demo;
 pub mod engine;

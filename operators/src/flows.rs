@@ -41,19 +41,19 @@
 //! ];
 //! let captured = timely::example(move |scope| {
 //!     let ends = vec![(OriginId(0), 4u64)].to_stream(scope).container::<Vec<_>>();
-//!     packets.to_stream(scope).container::<Vec<_>>().flows(ends, FlowConfig::default()).capture()
+//!     packets.to_stream(scope).container::<Vec<_>>().flows(ends, FlowConfig::default(), Default::default()).capture()
 //! });
 //! let flows: Vec<_> = captured.extract().into_iter().flat_map(|(_, f)| f).collect();
 //! assert_eq!(flows.len(), 1);
 //! assert_eq!((flows[0].packets, flows[0].end), ([2, 2], FlowEnd::Closed));
 //! ```
 
-use std::collections::{BTreeMap, HashMap};
-use std::hash::BuildHasher;
+use std::collections::HashMap;
+use std::sync::Arc;
 
-use foldhash::fast::FixedState;
+use crate::conn::{ConnKey, ConnTable, Deadlines};
 
-use causeway_sources::{Endpoint, OriginId, Packet, Protocol, TcpFlags, Time};
+use causeway_sources::{Alignment, Endpoint, OriginId, Packet, Protocol, TcpFlags, Time};
 use serde::{Deserialize, Serialize};
 use timely::dataflow::Stream;
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
@@ -127,53 +127,6 @@ impl Default for FlowConfig {
             idle_timeout_ns: 60_000_000_000,
             close_linger_ns: 1_000_000_000,
         }
-    }
-}
-
-/// Canonical key: both directions of a conversation map to the same key.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-struct Key {
-    /// The lower endpoint's address (IPv4 as IPv4-mapped IPv6), then the higher's.
-    low_ip: u128,
-    high_ip: u128,
-    /// The lower endpoint's port << 16 | the higher's.
-    ports: u32,
-    /// Origin << 8 | protocol.
-    scope: u32,
-}
-
-/// An address as one integer: cheap to compare and hash.
-fn ip_bits(ip: &std::net::IpAddr) -> u128 {
-    match ip {
-        std::net::IpAddr::V4(v4) => u128::from(v4.to_ipv6_mapped()),
-        std::net::IpAddr::V6(v6) => u128::from(*v6),
-    }
-}
-
-impl Key {
-    #[inline]
-    fn of(p: &Packet) -> Key {
-        let a = (ip_bits(&p.src.ip), p.src.port);
-        let b = (ip_bits(&p.dst.ip), p.dst.port);
-        let (low, high) = if a <= b { (a, b) } else { (b, a) };
-        Key {
-            low_ip: low.0,
-            high_ip: high.0,
-            ports: (low.1 as u32) << 16 | high.1 as u32,
-            scope: (p.origin.0 as u32) << 8 | p.protocol as u32,
-        }
-    }
-
-    /// Its entry in the recent-conversation cache.
-    #[inline]
-    fn way(&self) -> usize {
-        let mix = self.ports ^ (self.low_ip as u32) ^ (self.high_ip as u32).rotate_left(16);
-        (mix.wrapping_mul(0x9e37_79b9) >> 24) as usize & (RECENT - 1)
-    }
-
-    /// Exchange key: the same on every worker and process.
-    fn route(&self) -> u64 {
-        FixedState::with_seed(0x666c_6f77).hash_one(self)
     }
 }
 
@@ -268,86 +221,36 @@ impl State {
 /// last packet is past its deadline.
 pub struct FlowTable {
     config: FlowConfig,
-    /// Key to slot.
-    live: HashMap<Key, usize, FixedState>,
-    /// Conversation states; `None` slots are free (listed in `free`).
-    slots: Vec<Option<State>>,
-    free: Vec<usize>,
-    /// Deadline buckets (deadline >> [`BUCKET_SHIFT`]) to the keys to look at then.
-    deadlines: BTreeMap<Time, Vec<Key>>,
-    /// Recently seen conversations, direct-mapped by a cheap hash: a capture interleaves the
-    /// packets of a few busy conversations, so most packets find their slot here without
-    /// hashing into the map.
-    recent: [Option<(Key, usize)>; RECENT],
+    alignment: Arc<Alignment>,
+    table: ConnTable<State>,
+    deadlines: Deadlines<ConnKey>,
 }
 
-/// Entries in the recent-conversation cache (a power of two).
-const RECENT: usize = 256;
-
-/// Deadlines are bucketed by 2^30 ns (about a second): the exact deadline is checked when a
-/// bucket comes due, so this only bounds how much later than its deadline a record goes out.
-const BUCKET_SHIFT: u32 = 30;
-
 impl FlowTable {
-    /// An empty table.
-    pub fn new(config: FlowConfig) -> Self {
+    /// An empty table; `alignment` maps each origin's times to event time.
+    pub fn new(config: FlowConfig, alignment: Arc<Alignment>) -> Self {
         FlowTable {
             config,
-            live: HashMap::with_hasher(FixedState::with_seed(0x6c69_7665)),
-            slots: Vec::new(),
-            free: Vec::new(),
-            deadlines: BTreeMap::new(),
-            recent: [None; RECENT],
+            alignment,
+            table: ConnTable::default(),
+            deadlines: Deadlines::default(),
         }
+    }
+
+    /// A conversation's deadline in event time.
+    fn due(&self, state: &State) -> Time {
+        self.alignment
+            .align(state.flow.origin, state.deadline(&self.config))
     }
 
     /// Number of live conversations.
     pub fn len(&self) -> usize {
-        self.live.len()
+        self.table.len()
     }
 
     /// Whether no conversation is live.
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    fn schedule(&mut self, key: Key, due: Time) {
-        self.deadlines
-            .entry(due >> BUCKET_SHIFT)
-            .or_default()
-            .push(key);
-    }
-
-    /// The slot of `key`, starting a conversation with `p` if there is none.
-    fn slot_of(&mut self, key: Key, p: &Packet) -> usize {
-        if let Some(&i) = self.live.get(&key) {
-            return i;
-        }
-        let state = State::new(p);
-        let due = state.deadline(&self.config);
-        let i = match self.free.pop() {
-            Some(i) => {
-                self.slots[i] = Some(state);
-                i
-            }
-            None => {
-                self.slots.push(Some(state));
-                self.slots.len() - 1
-            }
-        };
-        self.live.insert(key, i);
-        self.schedule(key, due);
-        i
-    }
-
-    fn release(&mut self, key: &Key) -> Option<State> {
-        let i = self.live.remove(key)?;
-        let way = key.way();
-        if matches!(self.recent[way], Some((_, h)) if h == i) {
-            self.recent[way] = None;
-        }
-        self.free.push(i);
-        self.slots[i].take()
+        self.table.is_empty()
     }
 
     /// Adds packets in order; conversations they end are pushed to `out`.
@@ -360,61 +263,59 @@ impl FlowTable {
     /// Adds a packet; a conversation it ends is pushed to `out`.
     #[inline]
     pub fn add(&mut self, p: &Packet, out: &mut Vec<Flow>) {
-        let key = Key::of(p);
-        let way = key.way();
-        let i = match self.recent[way] {
-            Some((k, i)) if k == key => i,
-            _ => {
-                let i = self.slot_of(key, p);
-                self.recent[way] = Some((key, i));
-                i
+        let key = ConnKey::of(p);
+        let i = match self.table.find(&key) {
+            Some(i) => i,
+            None => {
+                let state = State::new(p);
+                let due = self.due(&state);
+                self.deadlines.schedule(key, due);
+                self.table.insert(key, state)
             }
         };
-        let Some(state) = self.slots[i].as_mut() else {
+        let config = self.config;
+        let Some(state) = self.table.slot(i) else {
             return;
         };
-        if state.ends_before(p, &self.config) {
+        let mut reschedule = false;
+        if state.ends_before(p, &config) {
             let mut old = std::mem::replace(state, State::new(p));
-            let due = state.deadline(&self.config);
             if old.flow.end == FlowEnd::Open {
                 old.flow.end = FlowEnd::Idle;
             }
             out.push(old.flow);
-            self.schedule(key, due);
+            reschedule = true;
         }
-        if let Some(state) = self.slots[i].as_mut() {
-            let was_open = state.flow.end == FlowEnd::Open;
-            state.add(p);
-            if was_open && state.flow.end != FlowEnd::Open {
-                // Closed or reset: its deadline moved from idle timeout to close linger.
-                let due = state.deadline(&self.config);
-                self.schedule(key, due);
-            }
+        let was_open = state.flow.end == FlowEnd::Open;
+        state.add(p);
+        // Closed or reset: its deadline moved from idle timeout to close linger.
+        reschedule |= was_open && state.flow.end != FlowEnd::Open;
+        if reschedule {
+            let due = self
+                .alignment
+                .align(state.flow.origin, state.deadline(&config));
+            self.deadlines.schedule(key, due);
         }
     }
 
     /// Emits and forgets every conversation whose deadline is before `now`.
     pub fn expire(&mut self, now: Time, out: &mut Vec<Flow>) {
-        while let Some(entry) = self.deadlines.first_entry() {
-            // A bucket may hold deadlines up to its end: look once the frontier has passed it.
-            if (*entry.key() + 1) << BUCKET_SHIFT > now {
-                break;
-            }
-            for key in entry.remove() {
-                let Some(state) = self.live.get(&key).and_then(|&i| self.slots[i].as_ref()) else {
-                    continue;
-                };
-                let due = state.deadline(&self.config);
-                if due < now {
-                    if let Some(mut s) = self.release(&key) {
-                        if s.flow.end == FlowEnd::Open {
-                            s.flow.end = FlowEnd::Idle;
-                        }
-                        out.push(s.flow);
+        for key in self.deadlines.due(now) {
+            let Some(state) = self.table.get(&key) else {
+                continue;
+            };
+            let due = self
+                .alignment
+                .align(state.flow.origin, state.deadline(&self.config));
+            if due < now {
+                if let Some(mut s) = self.table.remove(&key) {
+                    if s.flow.end == FlowEnd::Open {
+                        s.flow.end = FlowEnd::Idle;
                     }
-                } else {
-                    self.schedule(key, due);
+                    out.push(s.flow);
                 }
+            } else {
+                self.deadlines.schedule(key, due);
             }
         }
     }
@@ -424,9 +325,8 @@ impl FlowTable {
     pub fn flush(&mut self, last: &HashMap<OriginId, Time>, out: &mut Vec<Flow>) {
         let config = self.config;
         let mut rest: Vec<Flow> = self
-            .slots
-            .drain(..)
-            .flatten()
+            .table
+            .drain()
             .map(|s| {
                 let mut f = s.flow.clone();
                 if f.end == FlowEnd::Open
@@ -441,10 +341,7 @@ impl FlowTable {
             .collect();
         rest.sort();
         out.extend(rest);
-        self.live.clear();
-        self.free.clear();
         self.deadlines.clear();
-        self.recent = [None; RECENT];
     }
 }
 
@@ -456,6 +353,7 @@ pub trait Flows<'scope> {
         self,
         ends: Stream<'scope, Time, Vec<(OriginId, Time)>>,
         config: FlowConfig,
+        alignment: Arc<Alignment>,
     ) -> Stream<'scope, Time, Vec<Flow>>;
 }
 
@@ -464,15 +362,16 @@ impl<'scope> Flows<'scope> for Stream<'scope, Time, Vec<Packet>> {
         self,
         ends: Stream<'scope, Time, Vec<(OriginId, Time)>>,
         config: FlowConfig,
+        alignment: Arc<Alignment>,
     ) -> Stream<'scope, Time, Vec<Flow>> {
         self.binary_frontier(
             ends,
-            Exchange::new(|p: &Packet| Key::of(p).route()),
+            Exchange::new(|p: &Packet| ConnKey::of(p).route()),
             Pipeline,
             "flows",
             move |cap, _info| {
                 let mut held = Some(cap);
-                let mut table = FlowTable::new(config);
+                let mut table = FlowTable::new(config, alignment);
                 let mut last: HashMap<OriginId, Time> = HashMap::new();
                 let mut out = Vec::new();
                 move |(packets, frontier), (ends, ends_frontier), output| {
@@ -572,7 +471,7 @@ mod tests {
                 .clone()
                 .to_stream(scope)
                 .container::<Vec<_>>()
-                .flows(ends, config)
+                .flows(ends, config, Arc::new(Alignment::none()))
                 .capture()
         });
         let mut flows: Vec<Flow> = captured
@@ -600,7 +499,7 @@ mod tests {
             idle_timeout_ns: 100,
             close_linger_ns: 5,
         };
-        let mut t = FlowTable::new(config);
+        let mut t = FlowTable::new(config, Arc::new(Alignment::none()));
         let mut out = Vec::new();
         t.add(
             &packet(10, "10.0.0.1:5000", "10.0.0.2:80", TcpFlags::ACK),

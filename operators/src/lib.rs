@@ -6,24 +6,46 @@
 //!
 //! Operators so far:
 //! - [`flows`]: per-conversation summaries of a packet stream;
+//! - [`reconcile`]: packets from any number of sniffers to messages (`reconcile.fold`,
+//!   `reconcile`);
+//! - [`clock`]: offsets and drift between clock domains (`clock.bounds`, `clock`), and the
+//!   correction of message timestamps (`clock.correct`);
+//! - [`nat`]: address translations learned, one-sided messages canonicalised (`nat`,
+//!   `nat.mappings`);
 //! - [`rows`]: message-trace rows to [`Message`]s;
 //! - [`stats`]: per-origin totals of the sources' counts.
 //!
-//! Shared types: [`Message`], [`Names`] (address to node name), [`PatternNode`] (path pattern
-//! shapes and ids).
+//! Shared types: [`Message`], [`Domain`] (clock domains), [`Names`] (address to node name),
+//! [`Homes`] (which sniffer is nearest each host), [`PatternNode`] (path pattern shapes and
+//! ids), [`conn`] (per-connection state tables).
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod clock;
+pub mod conn;
+pub mod domain;
 pub mod flows;
 pub mod message;
 pub mod names;
+pub mod nat;
 pub mod pattern;
+pub mod reconcile;
 pub mod rows;
 pub mod stats;
+pub mod topology;
 
+pub use clock::{
+    Bounds, Clock, ClockConfig, ClockOffset, Correct, DelayBounds, DelaySample, MessageSamples,
+};
+pub use domain::Domain;
 pub use flows::{Flow, FlowConfig, FlowEnd, Flows};
 pub use message::Message;
 pub use names::{Names, NamesError};
+pub use nat::{Nat, NatConfig, NatMapping};
 pub use pattern::PatternNode;
+pub use reconcile::Sighting;
+pub use reconcile::fold::{Fold, FoldConfig};
+pub use reconcile::merge::{Merger, NatFact, Reconcile, ReconcileConfig, Reconciled};
 pub use rows::RowsToMessages;
 pub use stats::{CollectStats, OriginStats};
+pub use topology::{Homes, Placement};

@@ -1,23 +1,35 @@
 //! [`Message`]: one application-level message between two nodes, with the send and receive
-//! timestamps each taken in its own node's clock (WAP5 §4's reconciled trace tuple).
+//! timestamps each taken in its own clock (WAP5 §4's reconciled trace tuple), and the same two
+//! timestamps corrected to the reference clock.
 
 use causeway_sources::{Address, MessageKind, OriginId, Protocol, Time};
 use serde::{Deserialize, Serialize};
 
+use crate::domain::Domain;
+
 /// A message from one node to another.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Message {
-    /// Send time in the sender's clock; `None` where the send side was not observed.
+    /// Send time in the sender side's clock; `None` where the send side was not observed.
     pub send_ns: Option<Time>,
-    /// Receive time in the receiver's clock; `None` where the receive side was not observed.
+    /// Receive time in the receiver side's clock; `None` where the receive side was not
+    /// observed.
     pub recv_ns: Option<Time>,
+    /// Whose clock `send_ns` was read from.
+    pub send_domain: Option<Domain>,
+    /// Whose clock `recv_ns` was read from.
+    pub recv_domain: Option<Domain>,
+    /// `send_ns` in the reference clock, once the `clock` operator has corrected it.
+    pub send_corrected_ns: Option<Time>,
+    /// `recv_ns` in the reference clock, once corrected.
+    pub recv_corrected_ns: Option<Time>,
     /// Sending node.
     pub src: String,
     /// Receiving node.
     pub dst: String,
-    /// Sender's endpoint.
+    /// Sender's endpoint (as the sender sees it: behind a NAT, the private side).
     pub src_endpoint: Address,
-    /// Receiver's endpoint.
+    /// Receiver's endpoint (as the receiver sees it).
     pub dst_endpoint: Address,
     /// Size in bytes, when known.
     pub bytes: Option<u64>,
@@ -27,15 +39,21 @@ pub struct Message {
     pub kind: Option<MessageKind>,
     /// Call identifier, when the input gives one.
     pub call_id: Option<String>,
-    /// Where it was read.
+    /// Where it was read: the trace file, or the sniffer of its send side (else its receive
+    /// side).
     pub origin: OriginId,
     /// For message-trace input: the 0-based data row it came from.
     pub row: Option<u64>,
+    /// How many sniffers saw it (1 for message traces).
+    pub sightings: u32,
+    /// Event time: the send (else receive) time in the reference clock as the sources aligned
+    /// it, before the `clock` operator's finer correction.
+    pub event_ns: Time,
 }
 
 impl Message {
-    /// Event time: the send time, or the receive time where the send side is absent.
+    /// Event time in the reference clock.
     pub fn ts_ns(&self) -> Time {
-        self.send_ns.or(self.recv_ns).unwrap_or(0)
+        self.event_ns
     }
 }

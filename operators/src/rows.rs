@@ -36,16 +36,27 @@ use timely::dataflow::Stream;
 use timely::dataflow::channels::pact::Pipeline;
 use timely::dataflow::operators::generic::Operator;
 
+use crate::domain::Domain;
 use crate::message::Message;
 use crate::names::Names;
 
 /// Converts a row to a message, naming its nodes.
+///
+/// Each timestamp is in its own node's clock: the send time in the sender's, the receive time
+/// in the receiver's (the clock domains are the nodes).
 pub fn message_of_row(row: TraceRow, names: &Names) -> Message {
+    let src = names.node_of(&row.src);
+    let dst = names.node_of(&row.dst);
     Message {
         send_ns: row.send_ns,
         recv_ns: row.recv_ns,
-        src: names.node_of(&row.src),
-        dst: names.node_of(&row.dst),
+        send_domain: row.send_ns.map(|_| Domain::Node(src.clone())),
+        recv_domain: row.recv_ns.map(|_| Domain::Node(dst.clone())),
+        send_corrected_ns: None,
+        recv_corrected_ns: None,
+        event_ns: row.ts_ns(),
+        src,
+        dst,
         src_endpoint: row.src,
         dst_endpoint: row.dst,
         bytes: row.bytes,
@@ -54,6 +65,7 @@ pub fn message_of_row(row: TraceRow, names: &Names) -> Message {
         call_id: row.call_id,
         origin: row.origin,
         row: Some(row.row),
+        sightings: 1,
     }
 }
 

@@ -124,6 +124,12 @@ mod compliance {
         let message = Message {
             send_ns: Some(1_000),
             recv_ns: None,
+            send_domain: None,
+            recv_domain: None,
+            send_corrected_ns: None,
+            recv_corrected_ns: None,
+            sightings: 1,
+            event_ns: 1_000,
             src: "a".into(),
             dst: "b".into(),
             src_endpoint: Address::parse("10.0.0.1:40000"),

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use causeway_operators::{Flow, Message, OriginStats};
+use causeway_operators::{ClockOffset, Domain, Flow, Message, NatMapping, OriginStats};
 use causeway_sources::Origins;
 use causeway_sources::decode::linktype;
 use serde::{Deserialize, Serialize};
@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 pub const SCHEMA: u32 = 1;
 
 /// One output record.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Record {
     /// Per-origin counts.
     Stats(OriginStats),
@@ -23,6 +23,10 @@ pub enum Record {
     Flow(Flow),
     /// A message.
     Message(Message),
+    /// A clock domain's offset from the reference clock.
+    ClockOffset(ClockOffset),
+    /// A learned address translation.
+    NatMapping(NatMapping),
 }
 
 impl Record {
@@ -32,6 +36,8 @@ impl Record {
             Record::Stats(_) => "stats",
             Record::Flow(_) => "flow",
             Record::Message(_) => "message",
+            Record::ClockOffset(_) => "clock_offset",
+            Record::NatMapping(_) => "nat_mapping",
         }
     }
 
@@ -55,7 +61,8 @@ impl Record {
                     "last_ns": st.last_ns,
                     "skipped": st.skipped_by_name(),
                     "late": st.late,
-                    "unpaired": 0,
+                    "unpaired": st.unpaired,
+                    "late_sightings": st.late_sightings,
                     "tcp": st.tcp,
                     "udp": st.udp,
                     "ipv6": st.ipv6,
@@ -79,6 +86,11 @@ impl Record {
                 "end": f.end.as_str(),
             }),
             Record::Message(m) => {
+                let domain = |d: &Option<Domain>| d.as_ref().map(|d| d.name(origins));
+                let network_ms = match (m.send_corrected_ns, m.recv_corrected_ns) {
+                    (Some(s), Some(r)) => Some((r as f64 - s as f64) / 1e6),
+                    _ => None,
+                };
                 let mut v = json!({
                     "schema": SCHEMA,
                     "kind": "message",
@@ -88,9 +100,16 @@ impl Record {
                     "dst_endpoint": m.dst_endpoint.to_string(),
                     "send_ns": m.send_ns,
                     "recv_ns": m.recv_ns,
+                    "send_domain": domain(&m.send_domain),
+                    "recv_domain": domain(&m.recv_domain),
+                    "send_corrected_ns": m.send_corrected_ns,
+                    "recv_corrected_ns": m.recv_corrected_ns,
+                    "network_ms": network_ms,
                     "bytes": m.bytes,
                     "protocol": m.protocol.map(|p| p.as_str()),
+                    "flow": format!("{}->{}", m.src_endpoint, m.dst_endpoint),
                     "origin": origins.name(m.origin),
+                    "sightings": m.sightings,
                 });
                 if let Value::Object(o) = &mut v {
                     if let Some(row) = m.row {
@@ -105,6 +124,27 @@ impl Record {
                 }
                 v
             }
+            Record::ClockOffset(c) => json!({
+                "schema": SCHEMA,
+                "kind": "clock_offset",
+                "domain": c.domain.name(origins),
+                "reference": c.reference.name(origins),
+                "at_ns": c.at,
+                "offset_ms": c.offset_ns / 1e6,
+                "drift_ppm": c.drift_ppm,
+                "error_ms": if c.error_ns.is_finite() { Some(c.error_ns / 1e6) } else { None },
+                "seconds": c.seconds,
+                "final": c.last,
+            }),
+            Record::NatMapping(n) => json!({
+                "schema": SCHEMA,
+                "kind": "nat_mapping",
+                "protocol": n.protocol.as_str(),
+                "public": n.public.to_string(),
+                "private": n.private.to_string(),
+                "observations": n.observations,
+                "final": n.last,
+            }),
         }
     }
 }

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BinaryHeap};
 use std::fmt::Write as _;
 use std::time::{Duration, UNIX_EPOCH};
 
-use causeway_operators::{Flow, OriginStats};
+use causeway_operators::{ClockOffset, Flow, OriginStats};
 use causeway_sources::decode::linktype;
 use causeway_sources::{OriginId, Origins};
 
@@ -35,6 +35,8 @@ pub struct Table {
     flows: BinaryHeap<Reverse<(u64, Flow)>>,
     flow_count: u64,
     edges: BTreeMap<(String, String), Edge>,
+    clocks: BTreeMap<String, ClockOffset>,
+    nat: BTreeMap<(&'static str, String, String), u64>,
 }
 
 impl Table {
@@ -48,6 +50,8 @@ impl Table {
             flows: BinaryHeap::new(),
             flow_count: 0,
             edges: BTreeMap::new(),
+            clocks: BTreeMap::new(),
+            nat: BTreeMap::new(),
         }
     }
 
@@ -61,6 +65,12 @@ impl Table {
         }
         if !self.edges.is_empty() {
             s.push_str(&self.render_edges());
+        }
+        if !self.clocks.is_empty() {
+            s.push_str(&self.render_clocks());
+        }
+        if !self.nat.is_empty() {
+            s.push_str(&self.render_nat());
         }
         if s.is_empty() {
             s.push_str("No records.\n");
@@ -161,13 +171,67 @@ impl Table {
         s
     }
 
+    fn render_clocks(&self) -> String {
+        let mut rows = vec![vec![
+            "clock".to_owned(),
+            "minus reference".to_owned(),
+            "drift".to_owned(),
+            "error ≤".to_owned(),
+            "evidence".to_owned(),
+        ]];
+        let reference = self
+            .clocks
+            .values()
+            .next()
+            .map(|c| c.reference.name(&self.origins))
+            .unwrap_or_default();
+        for (name, c) in &self.clocks {
+            rows.push(vec![
+                name.clone(),
+                format!("{:.3} ms", c.offset_ns / 1e6),
+                format!("{:.2} ppm", c.drift_ppm),
+                if c.error_ns.is_finite() {
+                    format!("{:.3} ms", c.error_ns / 1e6)
+                } else {
+                    "?".into()
+                },
+                format!("{} s", c.seconds),
+            ]);
+        }
+        let mut s = format!("Clocks (reference {reference})\n");
+        s.push_str(&columns(&rows, &[1, 2, 3, 4]));
+        s.push('\n');
+        s
+    }
+
+    fn render_nat(&self) -> String {
+        let mut rows = vec![vec![
+            "proto".to_owned(),
+            "public".to_owned(),
+            "private".to_owned(),
+            "messages".to_owned(),
+        ]];
+        for ((proto, public, private), n) in &self.nat {
+            rows.push(vec![
+                proto.to_string(),
+                public.clone(),
+                private.clone(),
+                group(*n),
+            ]);
+        }
+        let mut s = format!("Address translations: {}\n", self.nat.len());
+        s.push_str(&columns(&rows, &[3]));
+        s.push('\n');
+        s
+    }
+
     fn render_edges(&self) -> String {
         let mut rows = vec![vec![
             "src".to_owned(),
             "dst".to_owned(),
             "messages".to_owned(),
             "bytes".to_owned(),
-            "recv−send (raw clocks)".to_owned(),
+            "network (corrected clocks)".to_owned(),
         ]];
         for ((src, dst), e) in &self.edges {
             let latency = if e.both_sides > 0 {
@@ -219,10 +283,27 @@ impl Sink for Table {
                     .or_default();
                 e.messages += 1;
                 e.bytes += m.bytes.unwrap_or(0);
-                if let (Some(s), Some(r)) = (m.send_ns, m.recv_ns) {
+                let both = match (m.send_corrected_ns, m.recv_corrected_ns) {
+                    (Some(s), Some(r)) => Some((s, r)),
+                    _ => m.send_ns.zip(m.recv_ns),
+                };
+                if let Some((s, r)) = both {
                     e.both_sides += 1;
                     e.latency_sum_ns += r as i128 - s as i128;
                 }
+            }
+            Record::ClockOffset(c) => {
+                self.clocks.insert(c.domain.name(&self.origins), c.clone());
+            }
+            Record::NatMapping(n) => {
+                self.nat.insert(
+                    (
+                        n.protocol.as_str(),
+                        n.public.to_string(),
+                        n.private.to_string(),
+                    ),
+                    n.observations,
+                );
             }
         }
         Ok(())

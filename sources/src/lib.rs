@@ -32,7 +32,7 @@ pub use observation::{
     Address, Batch, Endpoint, MessageKind, Nanos, Packet, Protocol, TcpFields, TcpFlags, TraceRow,
 };
 pub use operator::{SourceConfig, SourceStreams, read_inputs};
-pub use origin::{OriginId, Origins};
+pub use origin::{Alignment, OriginId, Origins};
 pub use reader::ObservationReader;
 pub use stats::{SkipReason, SourceStats};
 

@@ -8,6 +8,8 @@
 //!   event time unless they are late (see below). Timely time is event time in ns, quantised
 //!   to `tick_ns`. While one reader alone has records, its batches go to timely whole, without
 //!   copying records.
+//! - **Event time**: a record's raw time minus its origin's coarse clock offset
+//!   ([`Alignment`]), so that inputs whose clocks disagree by hours meet in time.
 //! - **Watermark**: per reader, the newest time it has sent (or, before it has sent anything,
 //!   its first record's time) minus the allowed lateness; the operator's capability follows
 //!   the minimum over active readers. A record more than the allowed lateness older than the
@@ -28,6 +30,7 @@ use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
 use timely::dataflow::{ProbeHandle, Scope, Stream};
 
 use crate::observation::{Batch, Nanos, Packet, TraceRow};
+use crate::origin::Alignment;
 use crate::reader::ObservationReader;
 use crate::stats::SourceStats;
 use crate::{SourceEvent, Time};
@@ -78,6 +81,8 @@ struct Lane {
     late: u64,
     /// Newest time sent so far.
     newest: Option<Nanos>,
+    /// The origin's coarse clock offset: event time is raw time minus it.
+    offset: i64,
 }
 
 impl Lane {
@@ -92,8 +97,11 @@ impl Lane {
         }
     }
 
+    /// Event time (aligned) of the next record.
     fn head_ts(&self) -> Option<Nanos> {
-        self.batch.ts_at(self.pos)
+        self.batch
+            .ts_at(self.pos)
+            .map(|t| t.saturating_add_signed(-self.offset))
     }
 
     fn active(&self) -> bool {
@@ -191,6 +199,7 @@ impl Merger {
                     batch,
                     newest,
                     late,
+                    offset,
                     ..
                 } = lane;
                 for ts in batch
@@ -199,7 +208,7 @@ impl Merger {
                     .map(|p| p.ts_ns)
                     .chain(batch.rows.iter().map(TraceRow::ts_ns))
                 {
-                    note_sent(newest, late, ts, lateness);
+                    note_sent(newest, late, ts.saturating_add_signed(-*offset), lateness);
                 }
                 let b = &mut lane.batch;
                 sent += b.len();
@@ -220,11 +229,11 @@ impl Merger {
                     let pos = lane.pos;
                     lane.pos += 1;
                     if let Some(p) = lane.batch.packets.get(pos).copied() {
-                        lane.sent(p.ts_ns, lateness);
+                        lane.sent(p.ts_ns.saturating_add_signed(-lane.offset), lateness);
                         out.packet(p);
                     } else if let Some(r) = lane.batch.rows.get_mut(pos) {
                         let r = std::mem::take(r);
-                        lane.sent(r.ts_ns(), lateness);
+                        lane.sent(r.ts_ns().saturating_add_signed(-lane.offset), lateness);
                         out.row(r);
                     }
                 }
@@ -268,6 +277,7 @@ pub fn read_inputs<'scope>(
     scope: Scope<'scope, Time>,
     readers: Vec<Box<dyn ObservationReader>>,
     config: SourceConfig,
+    alignment: &Alignment,
     probe: Option<ProbeHandle<Time>>,
 ) -> SourceStreams<'scope> {
     let mut builder = OperatorBuilder::new("source".to_owned(), scope);
@@ -281,6 +291,7 @@ pub fn read_inputs<'scope>(
     let lanes = readers
         .into_iter()
         .map(|reader| Lane {
+            offset: alignment.offset(reader.origin()),
             reader,
             batch: Batch::default(),
             pos: 0,

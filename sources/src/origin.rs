@@ -73,6 +73,44 @@ impl Origins {
     }
 }
 
+/// Coarse alignment of the origins' clocks: how far each origin's clock is ahead of the
+/// reference clock, as estimated before the dataflow starts. Timely time (event time) is a
+/// record's raw time minus its origin's offset, so that sniffers whose clocks differ by an
+/// hour still meet in the same windows; the `clock` operator refines the offsets (and drift)
+/// continuously for the timestamps it corrects.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Alignment {
+    offsets: Vec<i64>,
+}
+
+impl Alignment {
+    /// No offsets: every clock is taken as the reference.
+    pub fn none() -> Self {
+        Self::default()
+    }
+
+    /// Sets `origin`'s offset (its clock minus the reference clock, ns).
+    pub fn set(&mut self, origin: OriginId, offset_ns: i64) {
+        let i = origin.0 as usize;
+        if self.offsets.len() <= i {
+            self.offsets.resize(i + 1, 0);
+        }
+        self.offsets[i] = offset_ns;
+    }
+
+    /// `origin`'s offset in ns (0 when unknown).
+    #[inline]
+    pub fn offset(&self, origin: OriginId) -> i64 {
+        self.offsets.get(origin.0 as usize).copied().unwrap_or(0)
+    }
+
+    /// A raw time of `origin` in the reference clock.
+    #[inline]
+    pub fn align(&self, origin: OriginId, raw: u64) -> u64 {
+        raw.saturating_add_signed(-self.offset(origin))
+    }
+}
+
 /// The origin name a path gets when the user does not name it: the file name without
 /// directories and without the extensions `.gz`, `.pcap`, `.pcapng`, `.cap` and `.csv`.
 pub fn default_origin_name(path: &str) -> String {

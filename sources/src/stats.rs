@@ -99,6 +99,11 @@ pub struct SourceStats {
     pub skipped: [u64; SkipReason::ALL.len()],
     /// Records that arrived later than the allowed lateness (still delivered, and counted).
     pub late: u64,
+    /// Messages this origin, a sniffer on the sender's or receiver's host, should have seen
+    /// but did not (counted by `reconcile`).
+    pub unpaired: u64,
+    /// Sightings that reached `reconcile` after their message was complete (counted, dropped).
+    pub late_sightings: u64,
     /// Observations emitted per transport protocol: TCP.
     pub tcp: u64,
     /// Observations emitted per transport protocol: UDP.
@@ -162,6 +167,8 @@ impl SourceStats {
             *a += b;
         }
         self.late += other.late;
+        self.unpaired += other.unpaired;
+        self.late_sightings += other.late_sightings;
         self.tcp += other.tcp;
         self.udp += other.udp;
         self.ipv6 += other.ipv6;

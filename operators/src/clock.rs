@@ -1,0 +1,826 @@
+//! Clock offsets between domains (WAP5 §5.2 after Paxson, extended with drift and global
+//! consistency), and the correction of message timestamps to the reference clock.
+//!
+//! Evidence is the time one packet is seen in two clock domains (two sniffers, or the sender's
+//! and the receiver's clock in a message trace): `d = t_b - t_a`. For the messages between two
+//! hosts X and Y, `d = Δ + latency` in one direction and `d = Δ - latency` in the other, where
+//! `Δ` is domain b's clock minus domain a's. Taking, per second, the smallest `d` of the
+//! upper direction and the largest of the lower one (the minimum one-way delays), and
+//! assuming symmetric minimum delays, gives `Δ` to within half their gap — which is also a
+//! hard bound on the error (both latencies are at least zero). The direction that is upper is
+//! read off the data, so no knowledge of where the sniffers sit is needed.
+//!
+//! Three operators:
+//! - `clock.bounds` (per worker, pipeline): samples to per-second bounds per domain pair and
+//!   host pair; state: the open seconds; freed when the frontier passes a second.
+//! - `clock` (worker 0): bounds to offsets. Per domain pair, the per-second estimates of the
+//!   last `window_ns` are fitted to a line (offset and drift) by weighted least squares with
+//!   outliers (queueing) rejected; the pairs are then made mutually consistent by a weighted
+//!   least-squares solve over the graph of domains, relative to the reference domain. Emits a
+//!   [`ClockOffset`] per domain every `every_ns` and at the end. State: the window's
+//!   per-second estimates per pair.
+//! - `clock.correct` (every worker): messages and the broadcast offsets to messages with
+//!   corrected timestamps, each with the estimate for the last second boundary before it.
+//!   Holds each message until the offsets for its time have arrived (about a second); state:
+//!   those messages and five minutes of estimates per domain.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
+
+use causeway_sources::{Alignment, Time};
+use serde::{Deserialize, Serialize};
+use timely::dataflow::Stream;
+use timely::dataflow::channels::pact::{Exchange, Pipeline};
+use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
+use timely::dataflow::operators::generic::{Operator, OutputBuilder};
+use timely::dataflow::operators::vec::Broadcast;
+
+use crate::domain::Domain;
+use crate::message::Message;
+
+/// Width of the estimation buckets: one second.
+const BUCKET_NS: Time = 1_000_000_000;
+
+/// How far back `clock.correct` keeps estimates: five minutes of event time.
+const HISTORY_NS: Time = 300_000_000_000;
+
+/// One packet seen in two clock domains.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct DelaySample {
+    /// First domain (the smaller).
+    pub a: Domain,
+    /// Second domain.
+    pub b: Domain,
+    /// The two hosts, unordered (a hash).
+    pub pair: u64,
+    /// Whether the message went from the smaller host to the larger.
+    pub forward: bool,
+    /// Event time.
+    pub at: Time,
+    /// Time in `b` minus time in `a`, ns.
+    pub delay_ns: i64,
+}
+
+/// Per second, per domain pair and host pair: the range of `d` in each direction.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct DelayBounds {
+    /// First domain.
+    pub a: Domain,
+    /// Second domain.
+    pub b: Domain,
+    /// Host pair.
+    pub pair: u64,
+    /// The second (event time / 1 s).
+    pub bucket: Time,
+    /// Smallest and largest `d`, messages from the smaller host.
+    pub forward: Option<(i64, i64)>,
+    /// Smallest and largest `d`, messages from the larger host.
+    pub backward: Option<(i64, i64)>,
+    /// Samples.
+    pub count: u64,
+}
+
+fn widen(r: &mut Option<(i64, i64)>, lo: i64, hi: i64) {
+    *r = Some(match *r {
+        Some((a, b)) => (a.min(lo), b.max(hi)),
+        None => (lo, hi),
+    });
+}
+
+impl DelayBounds {
+    fn absorb(&mut self, o: &DelayBounds) {
+        if let Some((lo, hi)) = o.forward {
+            widen(&mut self.forward, lo, hi);
+        }
+        if let Some((lo, hi)) = o.backward {
+            widen(&mut self.backward, lo, hi);
+        }
+        self.count += o.count;
+    }
+
+    /// `Δ` and its error bound from this second, if both directions were seen.
+    fn estimate(&self) -> Option<(f64, f64)> {
+        let (f, b) = (self.forward?, self.backward?);
+        // The upper direction is the one whose delays lie above the other's.
+        let (upper, lower) = if f.0 as i128 + f.1 as i128 >= b.0 as i128 + b.1 as i128 {
+            (f, b)
+        } else {
+            (b, f)
+        };
+        let gap = upper.0 as f64 - lower.1 as f64;
+        if gap < 0.0 {
+            return None;
+        }
+        Some(((upper.0 as f64 + lower.1 as f64) / 2.0, gap / 2.0))
+    }
+}
+
+/// A domain's clock relative to the reference clock.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ClockOffset {
+    /// The domain.
+    pub domain: Domain,
+    /// The reference domain.
+    pub reference: Domain,
+    /// Event time the estimate is for.
+    pub at: Time,
+    /// Domain clock minus reference clock at `at`, ns.
+    pub offset_ns: f64,
+    /// Rate of change of the offset, parts per million.
+    pub drift_ppm: f64,
+    /// Bound on the error of `offset_ns`, ns.
+    pub error_ns: f64,
+    /// Seconds of evidence in the window.
+    pub seconds: u64,
+    /// Whether this is the final estimate (the input has ended).
+    pub last: bool,
+}
+
+impl ClockOffset {
+    /// The offset at event time `t`.
+    pub fn offset_at(&self, t: Time) -> f64 {
+        self.offset_ns + self.drift_ppm * 1e-6 * (t as f64 - self.at as f64)
+    }
+}
+
+/// How the clock operator estimates.
+#[derive(Clone, Debug)]
+pub struct ClockConfig {
+    /// Seconds of evidence each pair's fit uses.
+    pub window_ns: Time,
+    /// How often offsets are reported, in event time.
+    pub every_ns: Time,
+    /// The reference domain; `None`: the smallest domain that has evidence.
+    pub reference: Option<Domain>,
+}
+
+impl Default for ClockConfig {
+    fn default() -> Self {
+        ClockConfig {
+            window_ns: 60_000_000_000,
+            every_ns: 10_000_000_000,
+            reference: None,
+        }
+    }
+}
+
+/// The delay sample a message with both timestamps gives (message traces: the sender's and
+/// the receiver's clocks are the domains).
+pub fn sample_of(m: &Message) -> Option<DelaySample> {
+    use std::hash::BuildHasher;
+    let (send, recv) = (m.send_ns?, m.recv_ns?);
+    let (sd, rd) = (m.send_domain.clone()?, m.recv_domain.clone()?);
+    if sd == rd {
+        return None;
+    }
+    let (lo, hi) = if m.src <= m.dst {
+        (&m.src, &m.dst)
+    } else {
+        (&m.dst, &m.src)
+    };
+    let pair = foldhash::fast::FixedState::with_seed(0x7061_6972).hash_one((lo, hi));
+    let forward = m.src <= m.dst;
+    let (a, b, delay_ns) = if sd < rd {
+        (sd, rd, recv as i64 - send as i64)
+    } else {
+        (rd, sd, send as i64 - recv as i64)
+    };
+    Some(DelaySample {
+        a,
+        b,
+        pair,
+        forward,
+        at: m.event_ns,
+        delay_ns,
+    })
+}
+
+/// Extension trait: delay samples of messages that carry both timestamps.
+pub trait MessageSamples<'scope> {
+    /// One sample per message with both sides observed in different domains.
+    fn delay_samples(self) -> Stream<'scope, Time, Vec<DelaySample>>;
+}
+
+impl<'scope> MessageSamples<'scope> for Stream<'scope, Time, Vec<Message>> {
+    fn delay_samples(self) -> Stream<'scope, Time, Vec<DelaySample>> {
+        self.unary(Pipeline, "clock.samples", |_cap, _info| {
+            move |input, output| {
+                input.for_each(|cap, batch| {
+                    output
+                        .session(&cap)
+                        .give_iterator(batch.iter().filter_map(sample_of));
+                });
+            }
+        })
+    }
+}
+
+/// Extension trait: per-second delay bounds of a sample stream.
+pub trait Bounds<'scope> {
+    /// Aggregates samples per second on each worker; see the module documentation.
+    fn delay_bounds(self) -> Stream<'scope, Time, Vec<DelayBounds>>;
+}
+
+impl<'scope> Bounds<'scope> for Stream<'scope, Time, Vec<DelaySample>> {
+    fn delay_bounds(self) -> Stream<'scope, Time, Vec<DelayBounds>> {
+        self.unary_frontier(Pipeline, "clock.bounds", |cap, _info| {
+            let mut held = Some(cap);
+            let mut open: BTreeMap<(Time, Domain, Domain, u64), DelayBounds> = BTreeMap::new();
+            move |(input, frontier), output| {
+                input.for_each(|_cap, batch| {
+                    for s in batch.drain(..) {
+                        let bucket = s.at / BUCKET_NS;
+                        let e = open
+                            .entry((bucket, s.a.clone(), s.b.clone(), s.pair))
+                            .or_insert_with(|| DelayBounds {
+                                a: s.a,
+                                b: s.b,
+                                pair: s.pair,
+                                bucket,
+                                forward: None,
+                                backward: None,
+                                count: 0,
+                            });
+                        if s.forward {
+                            widen(&mut e.forward, s.delay_ns, s.delay_ns);
+                        } else {
+                            widen(&mut e.backward, s.delay_ns, s.delay_ns);
+                        }
+                        e.count += 1;
+                    }
+                });
+                let Some(cap) = held.as_mut() else { return };
+                let now = frontier.frontier().iter().next().copied();
+                // A second is complete once the frontier has passed its end; emit it at the
+                // capability held since before that end, so `clock` knows when all have come.
+                let mut closed = Vec::new();
+                while let Some(entry) = open.first_entry() {
+                    let end = (entry.key().0 + 1) * BUCKET_NS;
+                    if now.is_some_and(|n| end > n) {
+                        break;
+                    }
+                    closed.push(entry.remove());
+                }
+                if !closed.is_empty() {
+                    output.session(&*cap).give_iterator(closed.into_iter());
+                }
+                match now {
+                    Some(t) if t > *cap.time() => cap.downgrade(&t),
+                    Some(_) => {}
+                    None => held = None,
+                }
+            }
+        })
+    }
+}
+
+/// Weighted least-squares line through `(x, y, weight)`: intercept at x = 0 and slope.
+fn fit(points: &[(f64, f64, f64)]) -> Option<(f64, f64)> {
+    let sw: f64 = points.iter().map(|p| p.2).sum();
+    if points.is_empty() || sw <= 0.0 {
+        return None;
+    }
+    let mx = points.iter().map(|p| p.2 * p.0).sum::<f64>() / sw;
+    let my = points.iter().map(|p| p.2 * p.1).sum::<f64>() / sw;
+    let sxx: f64 = points.iter().map(|p| p.2 * (p.0 - mx) * (p.0 - mx)).sum();
+    let sxy: f64 = points.iter().map(|p| p.2 * (p.0 - mx) * (p.1 - my)).sum();
+    let slope = if points.len() < 3 || sxx <= 1e-9 * sw {
+        0.0
+    } else {
+        sxy / sxx
+    };
+    Some((my - slope * mx, slope))
+}
+
+/// One domain pair's recent per-second estimates.
+#[derive(Default)]
+struct PairSeries {
+    /// (second, Δ ns, bound ns)
+    points: VecDeque<(Time, f64, f64)>,
+}
+
+impl PairSeries {
+    /// Offset at `now` (ns), drift (ns per ns) and error bound (ns).
+    fn estimate(&self, now: Time) -> Option<(f64, f64, f64)> {
+        if self.points.is_empty() {
+            return None;
+        }
+        let mk = |kept: &[(Time, f64, f64)]| -> Vec<(f64, f64, f64)> {
+            kept.iter()
+                .map(|(s, d, h)| {
+                    let x = ((*s * BUCKET_NS + BUCKET_NS / 2) as f64 - now as f64) / 1e9;
+                    (x, *d, 1.0 / ((h + 1_000.0) * (h + 1_000.0)))
+                })
+                .collect()
+        };
+        let all: Vec<(Time, f64, f64)> = self.points.iter().copied().collect();
+        let (a, b) = fit(&mk(&all))?;
+        // Reject seconds whose estimate strays from the line by more than their own bound and
+        // a robust spread (queueing makes one direction's minimum late, not early).
+        let residuals: Vec<f64> = all
+            .iter()
+            .map(|(s, d, _)| {
+                let x = ((*s * BUCKET_NS + BUCKET_NS / 2) as f64 - now as f64) / 1e9;
+                (d - (a + b * x)).abs()
+            })
+            .collect();
+        let mut sorted = residuals.clone();
+        sorted.sort_by(f64::total_cmp);
+        let mad = sorted[sorted.len() / 2];
+        let kept: Vec<(Time, f64, f64)> = all
+            .iter()
+            .zip(&residuals)
+            .filter(|(p, r)| **r <= 3.0 * mad + p.2)
+            .map(|(p, _)| *p)
+            .collect();
+        let kept = if kept.is_empty() { all.clone() } else { kept };
+        let (a, b) = fit(&mk(&kept))?;
+        let best_bound = kept.iter().map(|p| p.2).fold(f64::INFINITY, f64::min);
+        let spread = if kept.len() > 2 {
+            let n = kept.len() as f64;
+            let ss: f64 = mk(&kept)
+                .iter()
+                .map(|(x, y, _)| (y - (a + b * x)).powi(2))
+                .sum();
+            (ss / (n - 2.0)).sqrt() / n.sqrt()
+        } else {
+            0.0
+        };
+        // b is ns of offset per s of time.
+        Some((a, b / 1e9, best_bound + spread))
+    }
+}
+
+/// Solves the weighted least-squares offsets of all domains connected to `reference`, from
+/// pairwise differences `x_b - x_a = value` with weights.
+fn solve(reference: &Domain, pairs: &[(Domain, Domain, f64, f64)]) -> BTreeMap<Domain, f64> {
+    // Domains reachable from the reference.
+    let mut reached = vec![reference.clone()];
+    let mut grew = true;
+    while grew {
+        grew = false;
+        for (a, b, _, _) in pairs {
+            for (x, y) in [(a, b), (b, a)] {
+                if reached.contains(x) && !reached.contains(y) {
+                    reached.push(y.clone());
+                    grew = true;
+                }
+            }
+        }
+    }
+    let unknowns: Vec<Domain> = reached
+        .iter()
+        .filter(|d| *d != reference)
+        .cloned()
+        .collect();
+    let n = unknowns.len();
+    let index: HashMap<&Domain, usize> = unknowns.iter().enumerate().map(|(i, d)| (d, i)).collect();
+    let mut m = vec![vec![0.0f64; n + 1]; n];
+    for (a, b, value, w) in pairs {
+        let (ia, ib) = (index.get(a).copied(), index.get(b).copied());
+        if !(reached.contains(a) && reached.contains(b)) {
+            continue;
+        }
+        // w * (x_b - x_a - value)^2
+        if let Some(i) = ib {
+            m[i][i] += w;
+            m[i][n] += w * value;
+            if let Some(j) = ia {
+                m[i][j] -= w;
+            }
+        }
+        if let Some(j) = ia {
+            m[j][j] += w;
+            m[j][n] -= w * value;
+            if let Some(i) = ib {
+                m[j][i] -= w;
+            }
+        }
+    }
+    // Gaussian elimination with partial pivoting.
+    for col in 0..n {
+        let pivot = (col..n)
+            .max_by(|&x, &y| m[x][col].abs().total_cmp(&m[y][col].abs()))
+            .unwrap_or(col);
+        m.swap(col, pivot);
+        let p = m[col][col];
+        if p.abs() < 1e-30 {
+            continue;
+        }
+        let pivot_row = m[col].clone();
+        for (r, row) in m.iter_mut().enumerate() {
+            if r != col {
+                let f = row[col] / p;
+                if f != 0.0 {
+                    for (x, y) in row.iter_mut().zip(&pivot_row).skip(col) {
+                        *x -= f * y;
+                    }
+                }
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    out.insert(reference.clone(), 0.0);
+    for (i, d) in unknowns.into_iter().enumerate() {
+        if m[i][i].abs() > 1e-30 {
+            out.insert(d, m[i][n] / m[i][i]);
+        }
+    }
+    out
+}
+
+/// The estimator: pair series and the global solve.
+pub struct ClockEstimator {
+    config: ClockConfig,
+    pending: BTreeMap<(Time, Domain, Domain, u64), DelayBounds>,
+    series: BTreeMap<(Domain, Domain), PairSeries>,
+}
+
+impl ClockEstimator {
+    /// An estimator with no evidence.
+    pub fn new(config: ClockConfig) -> Self {
+        ClockEstimator {
+            config,
+            pending: BTreeMap::new(),
+            series: BTreeMap::new(),
+        }
+    }
+
+    /// Adds bounds from a worker.
+    pub fn add(&mut self, b: DelayBounds) {
+        let key = (b.bucket, b.a.clone(), b.b.clone(), b.pair);
+        match self.pending.get_mut(&key) {
+            Some(e) => e.absorb(&b),
+            None => {
+                self.pending.insert(key, b);
+            }
+        }
+    }
+
+    /// Folds every second that ends at or before the boundary `at` into the pair series, and
+    /// forgets seconds older than the window before `at`.
+    pub fn advance(&mut self, at: Time) {
+        let mut per_pair: BTreeMap<(Time, Domain, Domain), (f64, f64)> = BTreeMap::new();
+        while let Some(entry) = self.pending.first_entry() {
+            if (entry.key().0 + 1) * BUCKET_NS > at {
+                break;
+            }
+            let b = entry.remove();
+            if let Some((delta, bound)) = b.estimate() {
+                let e = per_pair
+                    .entry((b.bucket, b.a, b.b))
+                    .or_insert((delta, bound));
+                if bound < e.1 {
+                    *e = (delta, bound);
+                }
+            }
+        }
+        for ((bucket, a, b), (delta, bound)) in per_pair {
+            self.series
+                .entry((a, b))
+                .or_default()
+                .points
+                .push_back((bucket, delta, bound));
+        }
+        let horizon = at.saturating_sub(self.config.window_ns) / BUCKET_NS;
+        for s in self.series.values_mut() {
+            while s.points.front().is_some_and(|p| p.0 < horizon) {
+                s.points.pop_front();
+            }
+        }
+        self.series.retain(|_, s| !s.points.is_empty());
+    }
+
+    /// The first boundary after which something changes: the end of the earliest pending
+    /// second, or (with evidence in the window) the next second.
+    fn next_boundary(&self, after: Time) -> Option<Time> {
+        let pending = self.pending.keys().next().map(|k| (k.0 + 1) * BUCKET_NS);
+        let next = after / BUCKET_NS * BUCKET_NS + BUCKET_NS;
+        match (pending, self.series.is_empty()) {
+            (Some(p), true) => Some(p.max(next)),
+            (_, false) => Some(next),
+            (None, true) => None,
+        }
+    }
+
+    /// Offsets of every domain connected to the reference, at event time `at`.
+    pub fn offsets(&self, at: Time, last: bool) -> Vec<ClockOffset> {
+        if self.series.is_empty() {
+            return Vec::new();
+        }
+        let mut offsets = Vec::new();
+        let mut drifts = Vec::new();
+        let mut errors: BTreeMap<Domain, f64> = BTreeMap::new();
+        let mut seconds: BTreeMap<Domain, u64> = BTreeMap::new();
+        for ((a, b), s) in &self.series {
+            if let Some((off, drift, err)) = s.estimate(at) {
+                let w = 1.0 / ((err + 1.0) * (err + 1.0));
+                offsets.push((a.clone(), b.clone(), off, w));
+                drifts.push((a.clone(), b.clone(), drift, w));
+                for d in [a, b] {
+                    let e = errors.entry(d.clone()).or_insert(f64::INFINITY);
+                    *e = e.min(err);
+                    *seconds.entry(d.clone()).or_default() += s.points.len() as u64;
+                }
+            }
+        }
+        let reference = match &self.config.reference {
+            Some(r) => r.clone(),
+            None => match errors.keys().next() {
+                Some(d) => d.clone(),
+                None => return Vec::new(),
+            },
+        };
+        let off = solve(&reference, &offsets);
+        let drift = solve(&reference, &drifts);
+        off.into_iter()
+            .map(|(domain, offset_ns)| ClockOffset {
+                drift_ppm: drift.get(&domain).copied().unwrap_or(0.0) * 1e6,
+                error_ns: if domain == reference {
+                    0.0
+                } else {
+                    errors.get(&domain).copied().unwrap_or(f64::INFINITY)
+                },
+                seconds: seconds.get(&domain).copied().unwrap_or(0),
+                reference: reference.clone(),
+                at,
+                offset_ns,
+                domain,
+                last,
+            })
+            .collect()
+    }
+}
+
+/// Extension trait: clock offsets from delay bounds.
+pub trait Clock<'scope> {
+    /// Estimates offsets; see the module documentation. Returns the reports (every
+    /// `every_ns` and at the end) and the per-second estimates for correction.
+    fn clock(
+        self,
+        config: ClockConfig,
+    ) -> (
+        Stream<'scope, Time, Vec<ClockOffset>>,
+        Stream<'scope, Time, Vec<ClockOffset>>,
+    );
+}
+
+impl<'scope> Clock<'scope> for Stream<'scope, Time, Vec<DelayBounds>> {
+    fn clock(
+        self,
+        config: ClockConfig,
+    ) -> (
+        Stream<'scope, Time, Vec<ClockOffset>>,
+        Stream<'scope, Time, Vec<ClockOffset>>,
+    ) {
+        let every = config.every_ns.max(BUCKET_NS);
+        let mut builder = OperatorBuilder::new("clock".to_owned(), self.scope());
+        let mut input = builder.new_input(self, Exchange::new(|_: &DelayBounds| 0));
+        let (reports_out, reports) = builder.new_output::<Vec<ClockOffset>>();
+        let (estimates_out, estimates) = builder.new_output::<Vec<ClockOffset>>();
+        let mut reports_out = OutputBuilder::from(reports_out);
+        let mut estimates_out = OutputBuilder::from(estimates_out);
+        builder.build(move |capabilities| {
+            let mut caps = Some(capabilities);
+            let mut estimator = ClockEstimator::new(config);
+            let mut last_report: Option<Time> = None;
+            // The last second boundary estimated.
+            let mut done: Time = 0;
+            move |frontiers| {
+                input.for_each(|_cap, batch| {
+                    for b in batch.drain(..) {
+                        estimator.add(b);
+                    }
+                });
+                let Some(caps_now) = caps.as_mut() else {
+                    return;
+                };
+                let now = frontiers[0].frontier().iter().next().copied();
+                // One estimate per second boundary the frontier has passed, each from the
+                // seconds before it: the same estimates however the frontier moves.
+                let limit = now.unwrap_or(Time::MAX);
+                let mut reports = Vec::new();
+                let mut estimates = Vec::new();
+                while let Some(at) = estimator.next_boundary(done) {
+                    if at > limit {
+                        break;
+                    }
+                    estimator.advance(at);
+                    done = at;
+                    let offsets = estimator.offsets(at, false);
+                    if offsets.is_empty() {
+                        continue;
+                    }
+                    if last_report.is_none_or(|r| at >= r + every) {
+                        last_report = Some(at);
+                        reports.extend(offsets.iter().cloned());
+                    }
+                    estimates.extend(offsets);
+                }
+                if now.is_none() {
+                    reports.extend(estimator.offsets(done, true));
+                }
+                if !reports.is_empty() {
+                    reports_out
+                        .activate()
+                        .session(&caps_now[0])
+                        .give_iterator(reports.into_iter());
+                }
+                if !estimates.is_empty() {
+                    estimates_out
+                        .activate()
+                        .session(&caps_now[1])
+                        .give_iterator(estimates.into_iter());
+                }
+                match now {
+                    Some(t) => {
+                        for c in caps_now.iter_mut() {
+                            if t > *c.time() {
+                                c.downgrade(&t);
+                            }
+                        }
+                    }
+                    None => caps = None,
+                }
+            }
+        });
+        (reports, estimates.broadcast())
+    }
+}
+
+/// Extension trait: correct message timestamps to the reference clock.
+pub trait Correct<'scope> {
+    /// Corrects messages with the broadcast `estimates`; `alignment` stands in for domains
+    /// without an estimate yet. See the module documentation.
+    fn correct(
+        self,
+        estimates: Stream<'scope, Time, Vec<ClockOffset>>,
+        alignment: Arc<Alignment>,
+    ) -> Stream<'scope, Time, Vec<Message>>;
+}
+
+/// Each domain's estimates by the second they are for.
+type History = HashMap<Domain, BTreeMap<Time, ClockOffset>>;
+
+fn corrected(
+    raw: Option<Time>,
+    domain: &Option<Domain>,
+    at: Time,
+    history: &History,
+    alignment: &Alignment,
+) -> Option<Time> {
+    let raw = raw?;
+    // The estimate for the last second boundary at or before the message (else the first).
+    let estimate = |d: &Domain| {
+        let h = history.get(d)?;
+        h.range(..=at)
+            .next_back()
+            .or_else(|| h.iter().next())
+            .map(|(_, o)| o)
+    };
+    let offset = match domain {
+        Some(d) => match estimate(d) {
+            Some(o) => o.offset_at(at),
+            None => match d {
+                Domain::Origin(o) => alignment.offset(*o) as f64,
+                Domain::Node(_) => 0.0,
+            },
+        },
+        None => 0.0,
+    };
+    Some((raw as f64 - offset).round().max(0.0) as Time)
+}
+
+impl<'scope> Correct<'scope> for Stream<'scope, Time, Vec<Message>> {
+    fn correct(
+        self,
+        estimates: Stream<'scope, Time, Vec<ClockOffset>>,
+        alignment: Arc<Alignment>,
+    ) -> Stream<'scope, Time, Vec<Message>> {
+        self.binary_frontier(
+            estimates,
+            Pipeline,
+            Pipeline,
+            "clock.correct",
+            move |cap, _info| {
+                let mut held = Some(cap);
+                let mut history: History = HashMap::new();
+                let mut waiting: BTreeMap<Time, Vec<Message>> = BTreeMap::new();
+                move |(messages, frontier), (estimates, est_frontier), output| {
+                    messages.for_each(|cap, batch| {
+                        let t = cap.least().copied().unwrap_or(0);
+                        waiting.entry(t).or_default().append(batch);
+                    });
+                    estimates.for_each(|_cap, batch| {
+                        for o in batch.drain(..) {
+                            history.entry(o.domain.clone()).or_default().insert(o.at, o);
+                        }
+                    });
+                    let Some(cap) = held.as_mut() else { return };
+                    let est_now = est_frontier.frontier().iter().next().copied();
+                    let mut session = output.session(&*cap);
+                    while let Some(entry) = waiting.first_entry() {
+                        if est_now.is_some_and(|e| *entry.key() >= e) {
+                            break;
+                        }
+                        for mut m in entry.remove() {
+                            let at = m.event_ns;
+                            m.send_corrected_ns =
+                                corrected(m.send_ns, &m.send_domain, at, &history, &alignment);
+                            m.recv_corrected_ns =
+                                corrected(m.recv_ns, &m.recv_domain, at, &history, &alignment);
+                            session.give(m);
+                        }
+                    }
+                    drop(session);
+                    // Messages reach this operator within the reconcile and nat windows of their
+                    // event time: estimates more than `HISTORY_NS` older than the estimate frontier
+                    // are no longer needed (the oldest kept one stands in, should one be).
+                    if let Some(e) = est_now {
+                        let oldest = e.saturating_sub(HISTORY_NS);
+                        for h in history.values_mut() {
+                            while h.len() > 1 && h.keys().next().is_some_and(|k| *k < oldest) {
+                                h.pop_first();
+                            }
+                        }
+                    }
+                    let both = [frontier.frontier().iter().next().copied(), est_now];
+                    let lowest = match (both[0], waiting.first_key_value().map(|(t, _)| *t)) {
+                        (Some(f), Some(w)) => Some(f.min(w)),
+                        (f, w) => f.or(w),
+                    };
+                    match lowest.or(if waiting.is_empty() { None } else { both[1] }) {
+                        Some(t) if t > *cap.time() => cap.downgrade(&t),
+                        Some(_) => {}
+                        None if waiting.is_empty() && both.iter().all(Option::is_none) => {
+                            held = None
+                        }
+                        None => {}
+                    }
+                }
+            },
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use causeway_sources::OriginId;
+
+    fn bounds(a: u16, b: u16, bucket: Time, fwd: (i64, i64), back: (i64, i64)) -> DelayBounds {
+        DelayBounds {
+            a: Domain::Origin(OriginId(a)),
+            b: Domain::Origin(OriginId(b)),
+            pair: 1,
+            bucket,
+            forward: Some(fwd),
+            backward: Some(back),
+            count: 10,
+        }
+    }
+
+    #[test]
+    fn paxson_midpoint_and_bound_either_orientation() {
+        // Δ = 5 ms, latency 100 µs each way.
+        let b = bounds(0, 1, 0, (5_100_000, 5_400_000), (4_700_000, 4_900_000));
+        let (d, h) = b.estimate().unwrap();
+        assert_eq!((d, h), (5_000_000.0, 100_000.0));
+        let flipped = bounds(0, 1, 0, (4_700_000, 4_900_000), (5_100_000, 5_400_000));
+        assert_eq!(flipped.estimate().unwrap(), (5_000_000.0, 100_000.0));
+    }
+
+    #[test]
+    fn offsets_with_drift_are_made_consistent_over_the_graph() {
+        // Domain 1 runs 3 s ahead and 50 ppm fast, domain 2 is 1 h behind; pairs 0-1 and 1-2.
+        let mut est = ClockEstimator::new(ClockConfig::default());
+        for s in 0..30u64 {
+            let t = s as f64 + 0.5;
+            let off1 = 3e9 + 50e-6 * t * 1e9;
+            let off2 = -3600e9;
+            let lat = 100_000.0;
+            for (a, b, delta) in [(0u16, 1u16, off1), (1, 2, off2 - off1)] {
+                let up = (delta + lat) as i64;
+                let down = (delta - lat) as i64;
+                est.add(bounds(a, b, s, (up, up + 50_000), (down - 50_000, down)));
+            }
+        }
+        let at = 30 * BUCKET_NS;
+        est.advance(at);
+        let offsets = est.offsets(at, false);
+        let by: HashMap<Domain, &ClockOffset> =
+            offsets.iter().map(|o| (o.domain.clone(), o)).collect();
+        let o1 = by[&Domain::Origin(OriginId(1))];
+        let want1 = 3e9 + 50e-6 * 30.0 * 1e9;
+        assert!(
+            (o1.offset_ns - want1).abs() < 1_000.0,
+            "{} vs {want1}",
+            o1.offset_ns
+        );
+        assert!((o1.drift_ppm - 50.0).abs() < 0.5, "{}", o1.drift_ppm);
+        assert!(o1.error_ns <= 100_000.0 + 1.0);
+        let o2 = by[&Domain::Origin(OriginId(2))];
+        assert!((o2.offset_ns + 3600e9).abs() < 1_000.0, "{}", o2.offset_ns);
+        assert_eq!(by[&Domain::Origin(OriginId(0))].offset_ns, 0.0);
+    }
+}

@@ -1,0 +1,24 @@
+//! Clock domains: whose clock a timestamp was read from.
+
+use causeway_sources::{OriginId, Origins};
+use serde::{Deserialize, Serialize};
+
+/// A clock domain: a sniffer (an origin of packets), or a node that stamped a message-trace
+/// row.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Domain {
+    /// A sniffer's clock.
+    Origin(OriginId),
+    /// A traced node's clock.
+    Node(String),
+}
+
+impl Domain {
+    /// The name users see.
+    pub fn name(&self, origins: &Origins) -> String {
+        match self {
+            Domain::Origin(o) => origins.name(*o),
+            Domain::Node(n) => n.clone(),
+        }
+    }
+}

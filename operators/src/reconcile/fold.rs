@@ -1,0 +1,470 @@
+//! The `reconcile.fold` operator: packets to [`Sighting`]s, per sniffer.
+//!
+//! - **Input**: packets.
+//! - **Output**: one sighting per message per sniffer. A TCP message is the data a side sends
+//!   between the other side's data (direction changes), a FIN or RST, or a pause longer than
+//!   `message_gap_ns`; its start is the next byte the sniffer expected in that direction (from
+//!   earlier data, the SYN, or the other side's acknowledgments), so that a sniffer that lost
+//!   the first segment still names the message as the others do. Segments carrying only bytes
+//!   already seen are retransmissions, not messages. Each UDP datagram is a message.
+//! - **Exchange**: by sniffer and connection.
+//! - **State**: per live connection, each direction's next expected sequence number, the
+//!   latest acknowledgment from the other side, and the message being built. A message is
+//!   emitted at its end; a connection is forgotten when the frontier passes its last packet
+//!   plus the close linger (after FIN or RST both ways) or plus `conn_idle_ns`.
+//! - **Cost**: one table lookup per packet (see [`crate::conn`]).
+
+use std::hash::BuildHasher;
+use std::sync::Arc;
+
+use causeway_sources::{Alignment, Endpoint, Packet, Protocol, TcpFlags, Time};
+use foldhash::fast::FixedState;
+use timely::dataflow::Stream;
+use timely::dataflow::channels::pact::Exchange;
+use timely::dataflow::operators::generic::Operator;
+
+use super::Sighting;
+use crate::conn::{ConnKey, ConnTable, Deadlines};
+
+/// Timeouts of the fold.
+#[derive(Clone, Copy, Debug)]
+pub struct FoldConfig {
+    /// A message ends after this long without a segment.
+    pub message_gap_ns: Time,
+    /// A connection without packets for this long is forgotten.
+    pub conn_idle_ns: Time,
+    /// A closed connection is forgotten this long after its last packet.
+    pub close_linger_ns: Time,
+}
+
+impl Default for FoldConfig {
+    fn default() -> Self {
+        FoldConfig {
+            message_gap_ns: 1_000_000_000,
+            conn_idle_ns: 60_000_000_000,
+            close_linger_ns: 2_000_000_000,
+        }
+    }
+}
+
+/// `a` is after `b` in sequence space.
+#[inline]
+fn after(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) > 0
+}
+
+#[inline]
+fn later(a: Option<u32>, b: Option<u32>) -> Option<u32> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(if after(y, x) { y } else { x }),
+        (x, y) => x.or(y),
+    }
+}
+
+/// The content key of a TCP message: its first sequence number and the acknowledgment it
+/// carries, neither of which address translation changes.
+pub fn tcp_key(start_seq: u32, ack: u32) -> u64 {
+    FixedState::with_seed(0x7463_7000).hash_one((start_seq, ack))
+}
+
+/// The content key of a UDP datagram: its payload hash and length.
+pub fn udp_key(payload_hash: u64, payload_len: u32) -> u64 {
+    FixedState::with_seed(0x7564_7000).hash_one((payload_hash, payload_len))
+}
+
+struct Building {
+    start_seq: u32,
+    ack: u32,
+    first_ns: Time,
+    last_ns: Time,
+    bytes: u64,
+    ttl: u8,
+    src: Endpoint,
+    dst: Endpoint,
+    whole_start: bool,
+    segments: u32,
+    retransmitted: u32,
+}
+
+impl Building {
+    fn finish(self, p: &ConnState) -> Sighting {
+        Sighting {
+            key: tcp_key(self.start_seq, self.ack),
+            origin: p.origin,
+            protocol: Protocol::Tcp,
+            src: self.src,
+            dst: self.dst,
+            first_ns: self.first_ns,
+            last_ns: self.last_ns,
+            bytes: self.bytes,
+            ttl: self.ttl,
+            whole_start: self.whole_start,
+            segments: self.segments,
+            retransmitted: self.retransmitted,
+        }
+    }
+}
+
+#[derive(Default)]
+struct Direction {
+    next_seq: Option<u32>,
+    peer_ack: Option<u32>,
+    building: Option<Building>,
+    closed: bool,
+}
+
+struct ConnState {
+    origin: causeway_sources::OriginId,
+    dirs: [Direction; 2],
+    last_ns: Time,
+    reset: bool,
+}
+
+impl ConnState {
+    fn done(&self) -> bool {
+        self.reset || (self.dirs[0].closed && self.dirs[1].closed)
+    }
+}
+
+/// The connections one worker folds.
+pub struct FoldTable {
+    config: FoldConfig,
+    alignment: Arc<Alignment>,
+    table: ConnTable<ConnState>,
+    deadlines: Deadlines<ConnKey>,
+}
+
+impl FoldTable {
+    /// An empty table; `alignment` maps each origin's times to event time.
+    pub fn new(config: FoldConfig, alignment: Arc<Alignment>) -> Self {
+        FoldTable {
+            config,
+            alignment,
+            table: ConnTable::default(),
+            deadlines: Deadlines::default(),
+        }
+    }
+
+    /// Number of live connections.
+    pub fn len(&self) -> usize {
+        self.table.len()
+    }
+
+    /// Whether no connection is live.
+    pub fn is_empty(&self) -> bool {
+        self.table.is_empty()
+    }
+
+    /// Adds a packet; sightings it completes are pushed to `out`.
+    pub fn add(&mut self, p: &Packet, out: &mut Vec<Sighting>) {
+        let Some(t) = p.tcp else {
+            if p.payload_len > 0 || p.payload_hash != 0 {
+                out.push(Sighting {
+                    key: udp_key(p.payload_hash, p.payload_len),
+                    origin: p.origin,
+                    protocol: Protocol::Udp,
+                    src: p.src,
+                    dst: p.dst,
+                    first_ns: p.ts_ns,
+                    last_ns: p.ts_ns,
+                    bytes: p.payload_len as u64,
+                    ttl: p.ttl,
+                    whole_start: true,
+                    segments: 1,
+                    retransmitted: 0,
+                });
+            }
+            return;
+        };
+        let key = ConnKey::of(p);
+        let i = match self.table.find(&key) {
+            Some(i) => i,
+            None => {
+                let state = ConnState {
+                    origin: p.origin,
+                    dirs: Default::default(),
+                    last_ns: p.ts_ns,
+                    reset: false,
+                };
+                self.table.insert(key, state)
+            }
+        };
+        let d = key.direction(&p.src);
+        let Some(c) = self.table.slot(i) else { return };
+        c.last_ns = c.last_ns.max(p.ts_ns);
+        let flags = t.flags;
+        if flags.has(TcpFlags::SYN) {
+            c.dirs[d].next_seq = later(c.dirs[d].next_seq, Some(t.seq.wrapping_add(1)));
+        }
+        if flags.has(TcpFlags::ACK) {
+            c.dirs[1 - d].peer_ack = later(c.dirs[1 - d].peer_ack, Some(t.ack));
+        }
+        let mut end = t.seq.wrapping_add(u32::from(flags.has(TcpFlags::SYN)));
+        if p.payload_len > 0 {
+            // The other side's message, if any, ends where this side's data begins.
+            let ended = c.dirs[1 - d].building.take();
+            let seq = end;
+            end = seq.wrapping_add(p.payload_len);
+            let dir = &mut c.dirs[d];
+            let known = later(dir.next_seq, dir.peer_ack);
+            match &mut dir.building {
+                None => {
+                    if known.is_none_or(|k| after(end, k)) {
+                        // Where this message begins: the next byte expected, if known.
+                        let start = known.unwrap_or(seq);
+                        let new = end.wrapping_sub(if after(start, seq) { start } else { seq });
+                        dir.building = Some(Building {
+                            start_seq: start,
+                            ack: t.ack,
+                            first_ns: p.ts_ns,
+                            last_ns: p.ts_ns,
+                            bytes: new as u64,
+                            ttl: p.ttl,
+                            src: p.src,
+                            dst: p.dst,
+                            whole_start: !after(seq, start),
+                            segments: 1,
+                            retransmitted: 0,
+                        });
+                    }
+                }
+                Some(b) => match dir.next_seq {
+                    Some(n) if !after(end, n) => {
+                        b.retransmitted += 1;
+                        b.last_ns = b.last_ns.max(p.ts_ns);
+                    }
+                    next => {
+                        let from = match next {
+                            Some(n) if after(n, seq) => n,
+                            _ => seq,
+                        };
+                        b.bytes += end.wrapping_sub(from) as u64;
+                        b.segments += 1;
+                        b.last_ns = b.last_ns.max(p.ts_ns);
+                    }
+                },
+            }
+            dir.next_seq = later(dir.next_seq, Some(end));
+            if let Some(b) = ended {
+                out.push(b.finish(c));
+            }
+        }
+        if flags.has(TcpFlags::FIN) {
+            if let Some(b) = c.dirs[d].building.take() {
+                out.push(b.finish(c));
+            }
+            c.dirs[d].next_seq = later(c.dirs[d].next_seq, Some(end.wrapping_add(1)));
+            c.dirs[d].closed = true;
+        }
+        if flags.has(TcpFlags::RST) {
+            for side in 0..2 {
+                if let Some(b) = c.dirs[side].building.take() {
+                    out.push(b.finish(c));
+                }
+            }
+            c.reset = true;
+        }
+        let due = if c.done() {
+            c.last_ns.saturating_add(self.config.close_linger_ns)
+        } else if c.dirs.iter().any(|x| x.building.is_some()) {
+            c.last_ns.saturating_add(self.config.message_gap_ns)
+        } else {
+            c.last_ns.saturating_add(self.config.conn_idle_ns)
+        };
+        let due = self.alignment.align(c.origin, due);
+        self.deadlines.schedule(key, due);
+    }
+
+    /// Ends messages paused longer than the gap, and forgets idle and closed connections, as
+    /// of event time `now`.
+    pub fn expire(&mut self, now: Time, out: &mut Vec<Sighting>) {
+        let config = self.config;
+        for key in self.deadlines.due(now) {
+            let Some(c) = self.table.get(&key) else {
+                continue;
+            };
+            let last = self.alignment.align(c.origin, c.last_ns);
+            if last.saturating_add(config.message_gap_ns) < now {
+                for side in 0..2 {
+                    if let Some(b) = c.dirs[side].building.take() {
+                        out.push(b.finish(c));
+                    }
+                }
+            }
+            let forget = if c.done() {
+                config.close_linger_ns
+            } else {
+                config.conn_idle_ns
+            };
+            if last.saturating_add(forget) < now {
+                self.table.remove(&key);
+            } else {
+                let next = if c.done() {
+                    forget
+                } else {
+                    config.conn_idle_ns
+                };
+                self.deadlines.schedule(key, last.saturating_add(next));
+            }
+        }
+    }
+
+    /// Ends every message at the end of the input.
+    pub fn flush(&mut self, out: &mut Vec<Sighting>) {
+        let mut rest = Vec::new();
+        for mut c in self.table.drain() {
+            for side in 0..2 {
+                if let Some(b) = c.dirs[side].building.take() {
+                    rest.push(b.finish(&c));
+                }
+            }
+        }
+        rest.sort();
+        out.extend(rest);
+        self.deadlines.clear();
+    }
+}
+
+/// Extension trait: sightings of a packet stream.
+pub trait Fold<'scope> {
+    /// Folds packets into sightings; see the module documentation.
+    fn fold(
+        self,
+        config: FoldConfig,
+        alignment: Arc<Alignment>,
+    ) -> Stream<'scope, Time, Vec<Sighting>>;
+}
+
+impl<'scope> Fold<'scope> for Stream<'scope, Time, Vec<Packet>> {
+    fn fold(
+        self,
+        config: FoldConfig,
+        alignment: Arc<Alignment>,
+    ) -> Stream<'scope, Time, Vec<Sighting>> {
+        self.unary_frontier(
+            Exchange::new(|p: &Packet| ConnKey::of(p).route()),
+            "reconcile.fold",
+            move |cap, _info| {
+                let mut held = Some(cap);
+                let mut table = FoldTable::new(config, alignment);
+                let mut out = Vec::new();
+                move |(input, frontier), output| {
+                    // Arrival order matters: see `flows`.
+                    input.for_each(|_cap, batch| {
+                        for p in batch.iter() {
+                            table.add(p, &mut out);
+                        }
+                        batch.clear();
+                    });
+                    let Some(cap) = held.as_mut() else { return };
+                    match frontier.frontier().iter().next().copied() {
+                        Some(now) => table.expire(now, &mut out),
+                        None => table.flush(&mut out),
+                    }
+                    if !out.is_empty() {
+                        output.session(&*cap).give_iterator(out.drain(..));
+                    }
+                    match frontier.frontier().iter().next() {
+                        Some(t) if *t > *cap.time() => cap.downgrade(t),
+                        Some(_) => {}
+                        None => held = None,
+                    }
+                }
+            },
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use causeway_sources::{OriginId, TcpFields};
+
+    fn tcp(ts: Time, src: &str, dst: &str, seq: u32, ack: u32, flags: u8, len: u32) -> Packet {
+        Packet {
+            ts_ns: ts,
+            origin: OriginId(0),
+            src: src.parse().unwrap(),
+            dst: dst.parse().unwrap(),
+            protocol: Protocol::Tcp,
+            ttl: 64,
+            ip_id: 0,
+            tcp: Some(TcpFields {
+                seq,
+                ack,
+                flags: TcpFlags(flags),
+                window: 100,
+                window_scale: None,
+            }),
+            payload_len: len,
+            payload_hash: len as u64,
+            payload_truncated: false,
+            wire_len: 54 + len,
+        }
+    }
+
+    const A: u8 = TcpFlags::ACK;
+    const PA: u8 = TcpFlags::PSH | TcpFlags::ACK;
+    const C: &str = "10.0.0.1:40000";
+    const S: &str = "10.0.0.2:80";
+
+    fn run(packets: &[Packet]) -> Vec<Sighting> {
+        let mut t = FoldTable::new(FoldConfig::default(), Arc::new(Alignment::none()));
+        let mut out = Vec::new();
+        for p in packets {
+            t.add(p, &mut out);
+        }
+        t.flush(&mut out);
+        out
+    }
+
+    #[test]
+    fn segments_fold_into_messages_at_direction_changes() {
+        let out = run(&[
+            tcp(1, C, S, 100, 0, TcpFlags::SYN, 0),
+            tcp(2, S, C, 500, 101, TcpFlags::SYN | A, 0),
+            tcp(3, C, S, 101, 501, A, 0),
+            tcp(4, C, S, 101, 501, PA, 300),
+            tcp(5, S, C, 501, 401, A, 0),
+            tcp(6, S, C, 501, 401, A, 1448),
+            tcp(7, S, C, 1949, 401, A, 1448),
+            tcp(8, S, C, 1949, 401, A, 1448), // a retransmission
+            tcp(9, S, C, 3397, 401, PA, 100),
+            tcp(10, C, S, 401, 3497, PA, 50),
+        ]);
+        assert_eq!(out.len(), 3);
+        assert_eq!((out[0].bytes, out[0].first_ns, out[0].last_ns), (300, 4, 4));
+        assert_eq!(out[0].key, tcp_key(101, 501));
+        assert_eq!(
+            (out[1].bytes, out[1].segments, out[1].retransmitted),
+            (2996, 3, 1)
+        );
+        assert_eq!((out[1].first_ns, out[1].last_ns), (6, 9));
+        assert_eq!(out[1].key, tcp_key(501, 401));
+        assert_eq!(out[2].key, tcp_key(401, 3497));
+    }
+
+    #[test]
+    fn a_sniffer_that_lost_the_first_segment_names_the_message_alike() {
+        // This sniffer never saw the 1448 bytes at 501: the client's ACK tells where they began.
+        let out = run(&[
+            tcp(4, C, S, 101, 501, PA, 300),
+            tcp(5, C, S, 401, 501, A, 0),
+            tcp(7, S, C, 1949, 401, PA, 100),
+        ]);
+        assert_eq!(out.len(), 2);
+        assert_eq!(out[1].key, tcp_key(501, 401));
+        assert!(!out[1].whole_start);
+        assert_eq!(out[1].bytes, 100);
+    }
+
+    #[test]
+    fn datagrams_are_messages_and_pure_acks_are_not() {
+        let mut udp = tcp(1, "10.0.0.3:5353", "10.0.0.4:53", 0, 0, 0, 40);
+        udp.protocol = Protocol::Udp;
+        udp.tcp = None;
+        let out = run(&[udp, tcp(2, C, S, 1, 1, A, 0), tcp(3, S, C, 1, 1, A, 0)]);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].key, udp_key(40, 40));
+    }
+}

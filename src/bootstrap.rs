@@ -1,0 +1,189 @@
+//! Before the dataflow starts: a look at the beginning of each capture to align the sniffers'
+//! clocks coarsely and to learn where each sniffer sits.
+//!
+//! Event time must put the same moment from different sniffers in the same window even when
+//! their clocks differ by an hour, so each origin's clock offset is estimated first, from the
+//! copies of one packet that two sniffers saw (same payload hash and length, same TCP sequence
+//! and acknowledgment numbers, which address translation leaves alone): the median difference
+//! per pair of sniffers, chained from the reference sniffer (the first input) along the pairs
+//! with the most copies. This is good to about a network latency; the `clock` operator then
+//! estimates offsets and drift precisely and continuously. The same sample tells which sniffer
+//! is a host's own ([`Homes`]).
+//!
+//! Inputs read from stdin are not sampled (they cannot be read twice): their offset is 0.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::IpAddr;
+
+use anyhow::Result;
+use causeway_operators::topology::{Homes, Placement};
+use causeway_sources::decode::DecodeOptions;
+use causeway_sources::{Alignment, Batch, InputKind, InputSpec, OriginId, Origins, Packet};
+
+/// How much of each capture the bootstrap reads.
+#[derive(Clone, Copy, Debug)]
+pub struct SampleSize {
+    /// At most this many packets per input.
+    pub packets: usize,
+    /// At most this much of the input's time, ns.
+    pub span_ns: u64,
+}
+
+impl Default for SampleSize {
+    fn default() -> Self {
+        SampleSize {
+            packets: 200_000,
+            span_ns: 30_000_000_000,
+        }
+    }
+}
+
+/// What the bootstrap learned.
+#[derive(Clone, Debug, Default)]
+pub struct Bootstrap {
+    /// Coarse clock offsets per origin.
+    pub alignment: Alignment,
+    /// Sniffer placements.
+    pub homes: Homes,
+    /// One line per origin, for `-v`.
+    pub notes: Vec<String>,
+    /// The first capture's origin: the default reference clock.
+    pub reference: Option<OriginId>,
+}
+
+fn content_key(p: &Packet) -> Option<(u64, u32, u32, u32)> {
+    if p.payload_len == 0 || p.payload_hash == 0 {
+        return None;
+    }
+    Some(match p.tcp {
+        Some(t) => (p.payload_hash, p.payload_len, t.seq, t.ack),
+        None => (p.payload_hash, p.payload_len, 0, 0),
+    })
+}
+
+fn median(v: &mut [i64]) -> i64 {
+    v.sort_unstable();
+    v[v.len() / 2]
+}
+
+/// Samples the inputs and estimates alignment and placements.
+pub fn bootstrap(
+    inputs: &[InputSpec],
+    origins: &Origins,
+    declared: &BTreeMap<OriginId, BTreeSet<IpAddr>>,
+    size: SampleSize,
+) -> Result<Bootstrap> {
+    let mut samples: BTreeMap<OriginId, Vec<Packet>> = BTreeMap::new();
+    let mut reference = None;
+    for spec in inputs.iter().filter(|s| s.path != "-") {
+        let (mut reader, kind) = causeway_sources::open(spec, DecodeOptions::default(), None)?;
+        if kind != InputKind::Capture {
+            continue;
+        }
+        reference.get_or_insert(spec.origin);
+        let mut batch = Batch::default();
+        let mut taken: Vec<Packet> = Vec::new();
+        let mut first = None;
+        loop {
+            let more = reader.read_batch(4096, &mut batch);
+            let f = *first.get_or_insert_with(|| batch.packets.first().map_or(0, |p| p.ts_ns));
+            let within = batch
+                .packets
+                .iter()
+                .take_while(|p| p.ts_ns.saturating_sub(f) <= size.span_ns);
+            let n = within.count();
+            let stop = n < batch.packets.len();
+            taken.extend(batch.packets.drain(..n));
+            batch.clear();
+            if !more || stop || taken.len() >= size.packets {
+                break;
+            }
+        }
+        taken.truncate(size.packets);
+        samples.entry(spec.origin).or_default().extend(taken);
+    }
+    let homes = Homes::infer(&samples, declared);
+
+    // Pairwise differences of the copies of one packet (first copy per origin).
+    let mut seen: HashMap<(u64, u32, u32, u32), BTreeMap<OriginId, u64>> = HashMap::new();
+    for (origin, packets) in &samples {
+        for p in packets {
+            if let Some(k) = content_key(p) {
+                seen.entry(k).or_default().entry(*origin).or_insert(p.ts_ns);
+            }
+        }
+    }
+    let mut diffs: BTreeMap<(OriginId, OriginId), Vec<i64>> = BTreeMap::new();
+    for copies in seen.values() {
+        if copies.len() < 2 || copies.len() > 8 {
+            continue;
+        }
+        let list: Vec<(&OriginId, &u64)> = copies.iter().collect();
+        for i in 0..list.len() {
+            for j in i + 1..list.len() {
+                diffs
+                    .entry((*list[i].0, *list[j].0))
+                    .or_default()
+                    .push(*list[j].1 as i64 - *list[i].1 as i64);
+            }
+        }
+    }
+    let mut pairs: Vec<(usize, OriginId, OriginId, i64)> = diffs
+        .into_iter()
+        .map(|((a, b), mut d)| (d.len(), a, b, median(&mut d)))
+        .collect();
+    // Most evidence first: a maximum spanning tree from the reference.
+    pairs.sort_by(|x, y| y.0.cmp(&x.0).then((x.1, x.2).cmp(&(y.1, y.2))));
+    let reference_origin = reference.unwrap_or_default();
+    let reference_name = origins.name(reference_origin);
+    let mut known: BTreeMap<OriginId, i64> = BTreeMap::from([(reference_origin, 0)]);
+    let mut grew = true;
+    while grew {
+        grew = false;
+        for (n, a, b, d) in &pairs {
+            if *n < 3 {
+                continue;
+            }
+            match (known.get(a).copied(), known.get(b).copied()) {
+                (Some(x), None) => {
+                    known.insert(*b, x + d);
+                    grew = true;
+                }
+                (None, Some(y)) => {
+                    known.insert(*a, y - d);
+                    grew = true;
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut alignment = Alignment::none();
+    let mut notes = Vec::new();
+    for (id, origin) in origins.iter() {
+        let offset = known.get(&id).copied();
+        alignment.set(id, offset.unwrap_or(0));
+        let placement = match homes.placement(id) {
+            Placement::Host(ips) => format!(
+                "host sniffer of {}",
+                ips.iter()
+                    .map(|i| i.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            Placement::Segment => "segment sniffer".to_owned(),
+            Placement::Transit => "transit sniffer (sees forwarded packets twice)".to_owned(),
+        };
+        let sampled = samples.get(&id).map_or(0, Vec::len);
+        notes.push(match offset {
+            Some(o) => format!("{}: {placement}; clock {:+.6} s from {reference_name} ({sampled} packets sampled)", origin.name, o as f64 / 1e9),
+            None if sampled > 0 => format!("{}: {placement}; no packet in common with the reference's sniffers, clock taken as the reference's", origin.name),
+            None => format!("{}: not sampled; clock taken as the reference's", origin.name),
+        });
+    }
+    Ok(Bootstrap {
+        alignment,
+        homes,
+        notes,
+        reference,
+    })
+}
