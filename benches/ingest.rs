@@ -14,9 +14,12 @@
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
+mod harness;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::Instant;
+use std::process::Command;
+
+use harness::{measure, measure_child, warm, which};
 
 /// Captures: preset, extra generator options, packets per message (measured; used to size
 /// the generation, the real count is read back).
@@ -132,41 +135,6 @@ fn main() {
     }
 }
 
-/// Runs in a fresh helper process: spawns the command, waits, prints wall ns and the child's
-/// peak RSS in KiB.
-fn measure_child(cmd: &[String]) {
-    let start = Instant::now();
-    let status = Command::new(&cmd[0])
-        .args(&cmd[1..])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .unwrap();
-    let wall = start.elapsed().as_nanos();
-    assert!(status.success(), "{cmd:?} failed");
-    let usage =
-        nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN).unwrap();
-    println!("{wall} {}", usage.max_rss());
-}
-
-fn measure(cmd: &[String]) -> (f64, u64) {
-    let out = Command::new(std::env::current_exe().unwrap())
-        .arg("--measure")
-        .args(cmd)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
-    let mut it = text.split_whitespace();
-    let wall: f64 = it.next().unwrap().parse::<u128>().unwrap() as f64 / 1e9;
-    let rss: u64 = it.next().unwrap().parse().unwrap();
-    (wall, rss)
-}
-
 /// A capture of about `packets` packets of `preset`, generated once; returns it and its exact
 /// packet count.
 fn capture(
@@ -209,26 +177,4 @@ fn capture(
         .and_then(|r| r["records"].as_u64())
         .unwrap();
     (file, records)
-}
-
-fn warm(file: &Path) {
-    let mut f = std::fs::File::open(file).unwrap();
-    std::io::copy(&mut f, &mut std::io::sink()).unwrap();
-}
-
-fn which(tool: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH")
-        .and_then(|p| {
-            std::env::split_paths(&p)
-                .map(|d| d.join(tool))
-                .find(|f| f.is_file())
-        })
-        .or_else(|| {
-            [
-                PathBuf::from("/usr/bin").join(tool),
-                PathBuf::from("/usr/sbin").join(tool),
-            ]
-            .into_iter()
-            .find(|f| f.is_file())
-        })
 }

@@ -315,6 +315,13 @@ pub struct GenerateArgs {
     /// Also gzip-compress the captures (.pcap.gz).
     #[arg(long)]
     pub gzip: bool,
+    /// Put a DNAT load balancer (node `lb`, address 10.0.255.1) in front of the nodes of
+    /// ROLE, as iptables DNAT does: callers address the load balancer, which rewrites the
+    /// destination to one of the role's nodes; answers come back from the virtual address.
+    /// With per-host sniffers the load balancer has a capture of its own. truth.jsonl lists
+    /// the translations under `nat`.
+    #[arg(long, value_name = "ROLE")]
+    pub dnat: Option<String>,
 }
 
 /// `causeway demo`.

@@ -215,7 +215,8 @@ pub fn run(
             let (for_flows, for_messages) = match (job.emit.flows, job.emit.reconcile()) {
                 (true, true) => (Some(packets.clone()), Some(packets)),
                 (true, false) => (Some(packets), None),
-                (false, _) => (None, Some(packets)),
+                (false, true) => (None, Some(packets)),
+                (false, false) => (None, None),
             };
             if let Some(packets) = for_flows {
                 // Each origin's latest packet time, to every worker: conversations still open

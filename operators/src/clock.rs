@@ -20,9 +20,15 @@
 //!   [`ClockOffset`] per domain every `every_ns` and at the end. State: the window's
 //!   per-second estimates per pair.
 //! - `clock.correct` (every worker): messages and the broadcast offsets to messages with
-//!   corrected timestamps, each with the estimate for the last second boundary before it.
-//!   Holds each message until the offsets for its time have arrived (about a second); state:
-//!   those messages and five minutes of estimates per domain.
+//!   corrected timestamps, each with the estimate for the last second boundary before it (in
+//!   a domain's first seconds, the first estimate after it). Holds each message until the
+//!   estimates up to two seconds past its time have arrived; state: those messages and five
+//!   minutes of estimates per domain.
+//!
+//! Reports stop within `every_ns` of a domain graph's newest evidence rather than extrapolate
+//! past it; the final report repeats the last one. Estimates for correction go on (following
+//! the drift) while the window holds evidence. Every output depends only on the data, not on
+//! how the work was spread over workers or how the frontier moved.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
@@ -492,7 +498,9 @@ impl ClockEstimator {
     }
 
     /// The first boundary after which something changes: the end of the earliest pending
-    /// second, or (with evidence in the window) the next second.
+    /// second, or (with evidence in the window) the next second. Estimates go on past the
+    /// newest evidence (extrapolated by the drift) until the window is empty, so that every
+    /// message finds an estimate for its time as soon as the frontier passes it.
     fn next_boundary(&self, after: Time) -> Option<Time> {
         let pending = self.pending.keys().next().map(|k| (k.0 + 1) * BUCKET_NS);
         let next = after / BUCKET_NS * BUCKET_NS + BUCKET_NS;
@@ -501,6 +509,15 @@ impl ClockEstimator {
             (_, false) => Some(next),
             (None, true) => None,
         }
+    }
+
+    /// Whether the window holds evidence from less than `span` before `at`: reports stop
+    /// shortly after the evidence does, rather than extrapolate far past it.
+    fn fresh(&self, at: Time, span: Time) -> bool {
+        self.series
+            .values()
+            .filter_map(|s| s.points.back())
+            .any(|p| (p.0 + 1) * BUCKET_NS + span > at)
     }
 
     /// Offsets of every domain connected to the reference, at event time `at`.
@@ -584,6 +601,8 @@ impl<'scope> Clock<'scope> for Stream<'scope, Time, Vec<DelayBounds>> {
             let mut caps = Some(capabilities);
             let mut estimator = ClockEstimator::new(config);
             let mut last_report: Option<Time> = None;
+            // The latest report, repeated as final at the end.
+            let mut latest: Vec<ClockOffset> = Vec::new();
             // The last second boundary estimated.
             let mut done: Time = 0;
             move |frontiers| {
@@ -611,14 +630,15 @@ impl<'scope> Clock<'scope> for Stream<'scope, Time, Vec<DelayBounds>> {
                     if offsets.is_empty() {
                         continue;
                     }
-                    if last_report.is_none_or(|r| at >= r + every) {
+                    if last_report.is_none_or(|r| at >= r + every) && estimator.fresh(at, every) {
                         last_report = Some(at);
+                        latest.clone_from(&offsets);
                         reports.extend(offsets.iter().cloned());
                     }
                     estimates.extend(offsets);
                 }
                 if now.is_none() {
-                    reports.extend(estimator.offsets(done, true));
+                    reports.extend(latest.drain(..).map(|o| ClockOffset { last: true, ..o }));
                 }
                 if !reports.is_empty() {
                     reports_out
@@ -662,6 +682,14 @@ pub trait Correct<'scope> {
 /// Each domain's estimates by the second they are for.
 type History = HashMap<Domain, BTreeMap<Time, ClockOffset>>;
 
+/// How far past a message `clock.correct` looks for an estimate when none precedes it (the
+/// first seconds of a domain's evidence); messages wait that long for it.
+const LOOK_AHEAD_NS: Time = 2 * BUCKET_NS;
+
+/// `raw` in the reference clock, for a message of event time `at`: with the estimate for the
+/// last second boundary at or before it, else the first one within [`LOOK_AHEAD_NS`] after
+/// it, else the coarse alignment. Every estimate up to `at + LOOK_AHEAD_NS` has arrived when
+/// this is called, so the answer does not depend on timing.
 fn corrected(
     raw: Option<Time>,
     domain: &Option<Domain>,
@@ -670,12 +698,11 @@ fn corrected(
     alignment: &Alignment,
 ) -> Option<Time> {
     let raw = raw?;
-    // The estimate for the last second boundary at or before the message (else the first).
     let estimate = |d: &Domain| {
         let h = history.get(d)?;
         h.range(..=at)
             .next_back()
-            .or_else(|| h.iter().next())
+            .or_else(|| h.range(at..=at.saturating_add(LOOK_AHEAD_NS)).next())
             .map(|(_, o)| o)
     };
     let offset = match domain {
@@ -709,7 +736,12 @@ impl<'scope> Correct<'scope> for Stream<'scope, Time, Vec<Message>> {
                 move |(messages, frontier), (estimates, est_frontier), output| {
                     messages.for_each(|cap, batch| {
                         let t = cap.least().copied().unwrap_or(0);
-                        waiting.entry(t).or_default().append(batch);
+                        // Until the estimates for its time and the look-ahead are in: the
+                        // clock emits the estimate for a boundary before its frontier passes it.
+                        for m in batch.drain(..) {
+                            let due = t.max(m.event_ns.saturating_add(LOOK_AHEAD_NS));
+                            waiting.entry(due).or_default().push(m);
+                        }
                     });
                     estimates.for_each(|_cap, batch| {
                         for o in batch.drain(..) {
@@ -822,5 +854,33 @@ mod tests {
         let o2 = by[&Domain::Origin(OriginId(2))];
         assert!((o2.offset_ns + 3600e9).abs() < 1_000.0, "{}", o2.offset_ns);
         assert_eq!(by[&Domain::Origin(OriginId(0))].offset_ns, 0.0);
+    }
+
+    #[test]
+    fn reports_stop_shortly_after_the_evidence() {
+        let mut est = ClockEstimator::new(ClockConfig::default());
+        for s in 0..20u64 {
+            est.add(bounds(0, 1, s, (1_100, 1_200), (900, 1_000)));
+        }
+        let every = 10 * BUCKET_NS;
+        let mut done = 0;
+        let mut fresh = Vec::new();
+        while let Some(at) = est.next_boundary(done) {
+            est.advance(at);
+            done = at;
+            if est.fresh(at, every) {
+                fresh.push(at / BUCKET_NS);
+            }
+        }
+        assert!(
+            done > 40 * BUCKET_NS,
+            "estimates go on while the window holds evidence"
+        );
+        assert_eq!(fresh.first(), Some(&1));
+        assert_eq!(
+            fresh.last(),
+            Some(&29),
+            "reports stop within `every` of the last second"
+        );
     }
 }

@@ -15,7 +15,7 @@ use foldhash::fast::FixedState;
 
 /// A connection, the same for both directions: origin, protocol and the endpoint pair in a
 /// canonical order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ConnKey {
     /// The lower endpoint's address (IPv4 as IPv4-mapped IPv6), then the higher's.
     low_ip: u128,
@@ -174,7 +174,10 @@ impl<S> ConnTable<S> {
 /// Keys to look at when the frontier passes a deadline, bucketed by 2^30 ns (about a second):
 /// the owner checks the exact deadline when a bucket comes due, so bucketing only bounds how
 /// much later than its deadline a key is looked at. Scheduling is lazy: a key may be listed
-/// under several buckets; the owner skips the ones not due.
+/// under several buckets, and the owner skips the ones not due and lists the key again. An
+/// owner keeps this bounded by listing a key only when its deadline falls in an earlier bucket
+/// than the one it is already listed under (see [`Deadlines::bucket`]); [`Deadlines::due`]
+/// returns each key once.
 pub struct Deadlines<K> {
     buckets: BTreeMap<Time, Vec<K>>,
 }
@@ -190,16 +193,20 @@ impl<K> Default for Deadlines<K> {
 /// log2 of the deadline bucket width in ns.
 const BUCKET_SHIFT: u32 = 30;
 
-impl<K> Deadlines<K> {
-    /// Lists `key` to be looked at once the frontier passes `due`.
-    pub fn schedule(&mut self, key: K, due: Time) {
-        self.buckets
-            .entry(due >> BUCKET_SHIFT)
-            .or_default()
-            .push(key);
+impl<K: Ord> Deadlines<K> {
+    /// The bucket a deadline falls in.
+    pub fn bucket(due: Time) -> Time {
+        due >> BUCKET_SHIFT
     }
 
-    /// The keys of every bucket the frontier `now` has passed.
+    /// Lists `key` to be looked at once the frontier passes `due`; returns its bucket.
+    pub fn schedule(&mut self, key: K, due: Time) -> Time {
+        let bucket = Self::bucket(due);
+        self.buckets.entry(bucket).or_default().push(key);
+        bucket
+    }
+
+    /// The keys of every bucket the frontier `now` has passed, each once, in order.
     pub fn due(&mut self, now: Time) -> Vec<K> {
         let mut out = Vec::new();
         while let Some(entry) = self.buckets.first_entry() {
@@ -208,7 +215,19 @@ impl<K> Deadlines<K> {
             }
             out.extend(entry.remove());
         }
+        out.sort_unstable();
+        out.dedup();
         out
+    }
+
+    /// Keys listed, duplicates included.
+    pub fn len(&self) -> usize {
+        self.buckets.values().map(Vec::len).sum()
+    }
+
+    /// Whether no key is listed.
+    pub fn is_empty(&self) -> bool {
+        self.buckets.is_empty()
     }
 
     /// Forgets everything.

@@ -254,7 +254,27 @@ pub struct System {
     pub tracelets: Vec<Tracelet>,
     /// Per-client connection reuse.
     pub persistent_clients: bool,
+    /// A DNAT load balancer in front of one role's nodes, if any.
+    pub dnat: Option<Dnat>,
 }
+
+/// A destination-NAT load balancer (iptables DNAT, IPVS in NAT mode): callers of its role
+/// address the virtual address; it rewrites the destination to the node chosen for the call
+/// and the source of the answers back to the virtual address. It is a node of its own (role
+/// [`LB_ROLE`]), with its own clock and, with per-host sniffers, its own capture, which sees
+/// every translated packet twice.
+#[derive(Clone, Debug)]
+pub struct Dnat {
+    /// The role behind it.
+    pub role: String,
+    /// The load balancer's node index.
+    pub lb: usize,
+    /// The virtual address (the load balancer's own).
+    pub vip: Ipv4Addr,
+}
+
+/// The role of a load balancer added by `--dnat`.
+pub const LB_ROLE: &str = "load-balancer";
 
 /// The role `client`.
 pub const CLIENT: &str = "client";
@@ -326,7 +346,52 @@ impl System {
             services,
             tracelets,
             persistent_clients,
+            dnat: None,
         })
+    }
+
+    /// Puts a DNAT load balancer (node `lb`) in front of the nodes of `role`, whose service
+    /// must be TCP.
+    pub fn with_dnat(mut self, role: &str) -> Result<System> {
+        if self.dnat.is_some() {
+            bail!("--dnat: only one load balancer per system");
+        }
+        match self.services.get(role) {
+            None => bail!("--dnat {role}: no role {role} with a [[service]]"),
+            Some((_, Transport::Udp)) => {
+                bail!("--dnat {role}: the service is UDP; the generator translates TCP only")
+            }
+            Some(_) => {}
+        }
+        if self.roles.contains_key(LB_ROLE) {
+            bail!("--dnat: the system already has nodes of role {LB_ROLE}");
+        }
+        let taken: BTreeSet<Ipv4Addr> = self.nodes.iter().map(|n| n.ip).collect();
+        let Some(vip) = (1..=254)
+            .map(|i| Ipv4Addr::new(10, 0, 255, i))
+            .find(|ip| !taken.contains(ip))
+        else {
+            bail!("--dnat: no free address in 10.0.255.0/24 for the load balancer");
+        };
+        let name = ["lb".to_owned(), format!("lb-{role}")]
+            .into_iter()
+            .find(|n| self.nodes.iter().all(|x| &x.name != n))
+            .unwrap_or_else(|| format!("lb-{}", self.nodes.len()));
+        let lb = self.nodes.len();
+        self.nodes.push(Node {
+            name,
+            role: LB_ROLE.to_owned(),
+            ip: vip,
+            clock_offset_ns: 0.0,
+            drift_ppm: 0.0,
+        });
+        self.roles.entry(LB_ROLE.to_owned()).or_default().push(lb);
+        self.dnat = Some(Dnat {
+            role: role.to_owned(),
+            lb,
+            vip,
+        });
+        Ok(self)
     }
 
     /// One-way latency between two roles, in ns.

@@ -29,7 +29,7 @@ use config::System;
 use net::Network;
 use sim::{Host, Instance, ParallelismMeter, Simulator};
 use truth::{Truth, TruthMessage};
-use write::{Captures, Clock, Container, Placement, Row, TraceCsv};
+use write::{Captures, Clock, Container, Placement, Row, Sides, TraceCsv};
 
 /// What to generate.
 #[derive(Clone, Debug)]
@@ -81,7 +81,7 @@ pub fn run(args: &GenerateArgs) -> Result<()> {
         print!("{}", config::preset(name)?);
         return Ok(());
     }
-    let system = match (&args.preset, &args.config) {
+    let mut system = match (&args.preset, &args.config) {
         (Some(name), _) => System::from_toml(config::preset(name)?, name)?,
         (None, Some(path)) => {
             let text =
@@ -90,6 +90,9 @@ pub fn run(args: &GenerateArgs) -> Result<()> {
         }
         (None, None) => bail!("give --preset NAME or --config FILE"),
     };
+    if let Some(role) = &args.dnat {
+        system = system.with_dnat(role)?;
+    }
     let Some(dir) = &args.output else {
         bail!("give the output directory with -o DIR")
     };
@@ -165,6 +168,8 @@ fn instance_line(
                 "recv_ns": m.recv_ns,
                 "true_send_ns": m.true_send_ns,
                 "true_recv_ns": m.true_recv_ns,
+                "send_captured": m.captured.send,
+                "recv_captured": m.captured.recv,
                 "parent": parent,
                 "row": rows.get(&m.id),
             })
@@ -311,20 +316,29 @@ pub fn generate(system: &System, options: &Options, dir: &Path) -> Result<Summar
         }
         network.out.clear();
 
-        let messages = truth_messages(
+        let mut messages = truth_messages(
             system,
             &instance,
             &endpoints,
             options.start_epoch_ns,
             &clock_of,
         );
+        if let Some(c) = captures.as_mut() {
+            for tm in &mut messages {
+                tm.captured = c.sides.remove(&tm.id).unwrap_or_default();
+            }
+        }
         let mut expected = Vec::new();
         if let Some(t) = csv.as_mut() {
-            for (m, tm) in instance.messages.iter().zip(messages.iter()) {
+            for (m, tm) in instance.messages.iter().zip(messages.iter_mut()) {
                 let send = (options.loss == 0.0 || rng.random::<f64>() >= options.loss)
                     .then_some(tm.send_ns);
                 let recv = (options.loss == 0.0 || rng.random::<f64>() >= options.loss)
                     .then_some(tm.recv_ns);
+                tm.captured = Sides {
+                    send: send.is_some(),
+                    recv: recv.is_some(),
+                };
                 let Some(ts) = send.or(recv) else { continue };
                 expected.push(m.id);
                 let call = m.answers.unwrap_or(m.index);
@@ -404,6 +418,12 @@ pub fn generate(system: &System, options: &Options, dir: &Path) -> Result<Summar
         .zip(per_node.iter())
         .filter_map(|(n, p)| p.map(|p| (n.name.clone(), json!(p))))
         .collect();
+    // Translations that carried traffic: as the `nat_mapping` contract states them.
+    let nat_json: Vec<Value> = network
+        .translations
+        .iter()
+        .map(|(public, private)| json!({"public": public.to_string(), "private": private.to_string()}))
+        .collect();
     let summary_line = json!({
         "schema": 1,
         "kind": "truth",
@@ -420,7 +440,9 @@ pub fn generate(system: &System, options: &Options, dir: &Path) -> Result<Summar
         "format": format!("{:?}", options.format).to_lowercase(),
         "sniffers": format!("{:?}", options.sniffers).to_lowercase(),
         "loss": options.loss,
+        "clock_epoch_ns": options.start_epoch_ns,
         "clocks": clocks_json,
+        "nat": nat_json,
         "seed": options.seed,
     });
     serde_json::to_writer(&mut truth_out, &summary_line)?;
@@ -500,6 +522,7 @@ fn truth_messages(
                 true_recv_ns: abs(m.recv_ns),
                 parent: m.parent,
                 id: m.id,
+                captured: Sides::default(),
             }
         })
         .collect()

@@ -29,20 +29,22 @@ pub mod flags {
     pub const ACK: u8 = 0x10;
 }
 
-/// One packet on the wire, before it is written by sniffers.
+/// One packet on one hop of the wire, before sniffers write it. A packet through a DNAT load
+/// balancer is two hops with the same id (hence the same payload and IP id): caller to load
+/// balancer, and load balancer to server (or the reverse for answers).
 #[derive(Clone, Debug)]
 pub struct PacketDesc {
-    /// When it leaves its sender (true time, ns).
+    /// When it leaves this hop's sender (true time, ns).
     pub leave_ns: f64,
-    /// When it reaches its receiver.
+    /// When it reaches this hop's receiver.
     pub arrive_ns: f64,
-    /// Sending host.
+    /// This hop's sender.
     pub from: Host,
-    /// Receiving host.
+    /// This hop's receiver.
     pub to: Host,
-    /// Source address and port.
+    /// Source address and port, as on this hop.
     pub src: SocketAddrV4,
-    /// Destination address and port.
+    /// Destination address and port, as on this hop.
     pub dst: SocketAddrV4,
     /// TCP or UDP.
     pub transport: Transport,
@@ -54,18 +56,51 @@ pub struct PacketDesc {
     pub flags: u8,
     /// Payload length.
     pub payload_len: u32,
-    /// Unique packet number (makes payloads distinct).
+    /// IP TTL on this hop (one less after the load balancer).
+    pub ttl: u8,
+    /// Unique packet number (makes payloads distinct); the same on both hops.
     pub id: u64,
+    /// The generated message whose data it carries (`None` for handshakes, ACKs and FINs).
+    pub message: Option<u64>,
+    /// Whether `from` is the packet's original sender (not the load balancer).
+    pub first_hop: bool,
+    /// Whether `to` is the packet's final receiver.
+    pub last_hop: bool,
+}
+
+/// How one packet travels: between the two ends of a connection as each end addresses the
+/// other, and, for a translated connection, through the load balancer.
+#[derive(Clone, Copy, Debug)]
+struct Route {
+    from: (Host, SocketAddrV4),
+    to: (Host, SocketAddrV4),
+    /// The load balancer and the virtual address that stands for the server on the caller's
+    /// side; `server_sends` tells which way the packet goes.
+    via: Option<(Host, SocketAddrV4)>,
+    server_sends: bool,
 }
 
 struct Conn {
-    /// (host, address) of the side that opened it, and of the server.
+    /// (host, address) of the side that opened it, and of the server (its own address).
     ends: [(Host, SocketAddrV4); 2],
+    /// The load balancer and virtual address, for a translated connection.
+    via: Option<(Host, SocketAddrV4)>,
     /// Next sequence number per direction: 0 is client to server.
     seq: [u32; 2],
     busy_until: f64,
     latency_ns: f64,
     last_activity: f64,
+}
+
+impl Conn {
+    fn route(&self, dir: usize) -> Route {
+        Route {
+            from: self.ends[dir],
+            to: self.ends[1 - dir],
+            via: self.via,
+            server_sends: dir == 1,
+        }
+    }
 }
 
 /// Endpoints of one message.
@@ -91,6 +126,8 @@ pub struct Network<'a> {
     mss: u32,
     /// Packets produced so far and not yet taken.
     pub out: Vec<PacketDesc>,
+    /// Translations used so far: (virtual endpoint, server endpoint).
+    pub translations: std::collections::BTreeSet<(SocketAddrV4, SocketAddrV4)>,
 }
 
 /// Address of a client loop's host.
@@ -117,6 +154,7 @@ impl<'a> Network<'a> {
             ack_delay_ns: system.config.ack_delay_ms * 1e6,
             mss: system.config.mss.max(1),
             out: Vec::new(),
+            translations: Default::default(),
         }
     }
 
@@ -141,36 +179,70 @@ impl<'a> Network<'a> {
         self.next_packet
     }
 
+    /// Puts one packet on the wire: one hop, or two through a load balancer, taking
+    /// `latency` in all (the load balancer forwards in a quarter of it, at most 20 µs).
     #[allow(clippy::too_many_arguments)]
     fn emit(
         &mut self,
+        route: Route,
         leave: f64,
         latency: f64,
-        from: (Host, SocketAddrV4),
-        to: (Host, SocketAddrV4),
         transport: Transport,
-        seq: u32,
-        ack: u32,
-        flags: u8,
+        (seq, ack, flags): (u32, u32, u8),
         len: u32,
+        message: Option<u64>,
     ) {
         let id = self.packet_id();
-        self.out.push(PacketDesc {
-            leave_ns: leave,
-            arrive_ns: leave + latency,
-            from: from.0,
-            to: to.0,
-            src: from.1,
-            dst: to.1,
-            transport,
-            seq,
-            ack,
-            flags,
-            payload_len: len,
-            id,
-        });
+        let packet =
+            |from: (Host, SocketAddrV4), to: (Host, SocketAddrV4), leave: f64, arrive| PacketDesc {
+                leave_ns: leave,
+                arrive_ns: arrive,
+                from: from.0,
+                to: to.0,
+                src: from.1,
+                dst: to.1,
+                transport,
+                seq,
+                ack,
+                flags,
+                payload_len: len,
+                ttl: 64,
+                id,
+                message,
+                first_hop: true,
+                last_hop: true,
+            };
+        match route.via {
+            None => self
+                .out
+                .push(packet(route.from, route.to, leave, leave + latency)),
+            Some((lb, public)) => {
+                let forward = (latency / 4.0).min(20_000.0);
+                let hop = (latency - forward) / 2.0;
+                // The caller's side uses the virtual address; the server's side the server's.
+                let (first_dst, second_src) = if route.server_sends {
+                    (route.to.1, public)
+                } else {
+                    (public, route.from.1)
+                };
+                let mut first = packet(route.from, (lb, first_dst), leave, leave + hop);
+                first.last_hop = false;
+                let mut second = packet(
+                    (lb, second_src),
+                    route.to,
+                    leave + hop + forward,
+                    leave + latency,
+                );
+                second.first_hop = false;
+                second.ttl = 63;
+                self.out.push(first);
+                self.out.push(second);
+            }
+        }
     }
 
+    /// Opens a connection from `caller` to `server:port` (through the load balancer when the
+    /// server's role is translated): SYN, SYN-ACK and ACK, done just before `first_send`.
     fn open(
         &mut self,
         caller: Host,
@@ -184,49 +256,50 @@ impl<'a> Network<'a> {
             (caller, SocketAddrV4::new(self.ip(caller), cport)),
             (server, SocketAddrV4::new(self.ip(server), port)),
         ];
+        let via = self.translated(server).map(|(lb, vip)| {
+            let public = SocketAddrV4::new(vip, port);
+            self.translations.insert((public, ends[1].1));
+            (lb, public)
+        });
         let isn = [self.rng.random::<u32>(), self.rng.random::<u32>()];
-        let t0 = first_send - 2.0 * latency - 50_000.0;
-        self.emit(
-            t0,
-            latency,
-            ends[0],
-            ends[1],
-            Transport::Tcp,
-            isn[0],
-            0,
-            flags::SYN,
-            0,
-        );
-        self.emit(
-            t0 + latency + 10_000.0,
-            latency,
-            ends[1],
-            ends[0],
-            Transport::Tcp,
-            isn[1],
-            isn[0].wrapping_add(1),
-            flags::SYN | flags::ACK,
-            0,
-        );
-        let seq = [isn[0].wrapping_add(1), isn[1].wrapping_add(1)];
-        self.emit(
-            t0 + 2.0 * latency + 20_000.0,
-            latency,
-            ends[0],
-            ends[1],
-            Transport::Tcp,
-            seq[0],
-            seq[1],
-            flags::ACK,
-            0,
-        );
         let conn = Conn {
             ends,
-            seq,
+            via,
+            seq: [isn[0].wrapping_add(1), isn[1].wrapping_add(1)],
             busy_until: first_send,
             latency_ns: latency,
             last_activity: first_send,
         };
+        let (out, back) = (conn.route(0), conn.route(1));
+        let t0 = first_send - 2.0 * latency - 50_000.0;
+        let seq = conn.seq;
+        self.emit(
+            out,
+            t0,
+            latency,
+            Transport::Tcp,
+            (isn[0], 0, flags::SYN),
+            0,
+            None,
+        );
+        self.emit(
+            back,
+            t0 + latency + 10_000.0,
+            latency,
+            Transport::Tcp,
+            (isn[1], seq[0], flags::SYN | flags::ACK),
+            0,
+            None,
+        );
+        self.emit(
+            out,
+            t0 + 2.0 * latency + 20_000.0,
+            latency,
+            Transport::Tcp,
+            (seq[0], seq[1], flags::ACK),
+            0,
+            None,
+        );
         match self.free.pop() {
             Some(id) => {
                 self.conns[id] = Some(conn);
@@ -239,53 +312,60 @@ impl<'a> Network<'a> {
         }
     }
 
+    /// The load balancer and virtual address in front of `server`, if its role is translated.
+    fn translated(&self, server: Host) -> Option<(Host, Ipv4Addr)> {
+        let dnat = self.system.dnat.as_ref()?;
+        match server {
+            Host::Server(n) if self.system.nodes[n as usize].role == dnat.role => {
+                Some((Host::Server(dnat.lb as u32), dnat.vip))
+            }
+            _ => None,
+        }
+    }
+
     /// Closes a connection at `at`: FIN from the opener, FIN back, final ACK.
     fn close(&mut self, id: usize, at: f64) {
         let Some(c) = self.conns.get_mut(id).and_then(Option::take) else {
             return;
         };
         self.free.push(id);
-        let [a, b] = c.ends;
+        let (out, back) = (c.route(0), c.route(1));
         let l = c.latency_ns;
         let seq = c.seq;
         self.emit(
+            out,
             at,
             l,
-            a,
-            b,
             Transport::Tcp,
-            seq[0],
-            seq[1],
-            flags::FIN | flags::ACK,
+            (seq[0], seq[1], flags::FIN | flags::ACK),
             0,
+            None,
         );
         self.emit(
+            back,
             at + l + 10_000.0,
             l,
-            b,
-            a,
             Transport::Tcp,
-            seq[1],
-            seq[0].wrapping_add(1),
-            flags::FIN | flags::ACK,
+            (seq[1], seq[0].wrapping_add(1), flags::FIN | flags::ACK),
             0,
+            None,
         );
         self.emit(
+            out,
             at + 2.0 * l + 20_000.0,
             l,
-            a,
-            b,
             Transport::Tcp,
-            seq[0].wrapping_add(1),
-            seq[1].wrapping_add(1),
-            flags::ACK,
+            (seq[0].wrapping_add(1), seq[1].wrapping_add(1), flags::ACK),
             0,
+            None,
         );
     }
 
-    /// Sends `bytes` on connection `id` in direction `dir` (0: opener to server). The last
-    /// odd segment is acknowledged after the delayed-ACK timeout unless the receiver sends
-    /// something at `reply_at` before then. Returns when the last ACK leaves (or `None`).
+    /// Sends message `message` of `bytes` on connection `id` in direction `dir` (0: opener
+    /// to server). The last odd segment is acknowledged after the delayed-ACK timeout unless
+    /// the receiver sends something at `reply_at` before then. Returns when the last ACK
+    /// arrives (or `None`).
+    #[allow(clippy::too_many_arguments)]
     fn send(
         &mut self,
         id: usize,
@@ -294,12 +374,12 @@ impl<'a> Network<'a> {
         latency: f64,
         bytes: u32,
         reply_at: Option<f64>,
+        message: u64,
     ) -> Option<f64> {
-        let (ends, mut seq) = match &self.conns[id] {
-            Some(c) => (c.ends, c.seq),
+        let (forward, backward, mut seq) = match &self.conns[id] {
+            Some(c) => (c.route(dir), c.route(1 - dir), c.seq),
             None => return None,
         };
-        let (from, to) = (ends[dir], ends[1 - dir]);
         let segments = bytes.div_ceil(self.mss).max(1);
         let mut left = bytes;
         let mut last_ack = None;
@@ -313,15 +393,13 @@ impl<'a> Network<'a> {
                 flags::ACK
             };
             self.emit(
+                forward,
                 leave,
                 latency,
-                from,
-                to,
                 Transport::Tcp,
-                seq[dir],
-                seq[1 - dir],
-                flag,
+                (seq[dir], seq[1 - dir], flag),
                 len,
+                Some(message),
             );
             seq[dir] = seq[dir].wrapping_add(len);
             let arrive = leave + latency;
@@ -338,15 +416,13 @@ impl<'a> Network<'a> {
             };
             if let Some(t) = ack_at {
                 self.emit(
+                    backward,
                     t,
                     latency,
-                    to,
-                    from,
                     Transport::Tcp,
-                    seq[1 - dir],
-                    seq[dir],
-                    flags::ACK,
+                    (seq[1 - dir], seq[dir], flags::ACK),
                     0,
+                    None,
                 );
                 last_ack = Some(t + latency);
             }
@@ -393,7 +469,8 @@ impl<'a> Network<'a> {
                         // A client's per-request connection closes right after the answer: the
                         // FIN carries the ACK.
                         let closes = per_request.contains(&id).then_some(m.recv_ns + 100_000.0);
-                        let last_ack = self.send(id, 1, m.send_ns, m.latency_ns, m.bytes, closes);
+                        let last_ack =
+                            self.send(id, 1, m.send_ns, m.latency_ns, m.bytes, closes, m.id);
                         if let Some(c) = self.conns[id].as_mut() {
                             c.busy_until = c.busy_until.max(m.recv_ns).max(last_ack.unwrap_or(0.0));
                         }
@@ -407,16 +484,20 @@ impl<'a> Network<'a> {
                         carriers[i] = Some(Carrier::Tcp(id));
                     }
                     Some(Carrier::Udp(a, b)) => {
+                        let route = Route {
+                            from: (m.from, b),
+                            to: (m.to, a),
+                            via: None,
+                            server_sends: true,
+                        };
                         self.emit(
+                            route,
                             m.send_ns,
                             m.latency_ns,
-                            (m.from, b),
-                            (m.to, a),
                             Transport::Udp,
-                            0,
-                            0,
-                            0,
+                            (0, 0, 0),
                             m.bytes.min(1400),
+                            Some(m.id),
                         );
                         endpoints.push((b, a));
                     }
@@ -443,16 +524,20 @@ impl<'a> Network<'a> {
                         Transport::Udp => {
                             let a = SocketAddrV4::new(self.ip(m.from), self.ephemeral(m.from));
                             let b = SocketAddrV4::new(self.ip(m.to), port);
+                            let route = Route {
+                                from: (m.from, a),
+                                to: (m.to, b),
+                                via: None,
+                                server_sends: false,
+                            };
                             self.emit(
+                                route,
                                 m.send_ns,
                                 m.latency_ns,
-                                (m.from, a),
-                                (m.to, b),
                                 Transport::Udp,
-                                0,
-                                0,
-                                0,
+                                (0, 0, 0),
                                 m.bytes.min(1400),
+                                Some(m.id),
                             );
                             carriers[i] = Some(Carrier::Udp(a, b));
                             endpoints.push((a, b));
@@ -468,7 +553,7 @@ impl<'a> Network<'a> {
                             };
                             let reply_at = reply.map(|r| r.send_ns);
                             let last_ack =
-                                self.send(id, 0, m.send_ns, m.latency_ns, m.bytes, reply_at);
+                                self.send(id, 0, m.send_ns, m.latency_ns, m.bytes, reply_at, m.id);
                             if let Some(c) = self.conns[id].as_mut() {
                                 let free = reply.map_or(m.recv_ns, |r| r.recv_ns);
                                 c.busy_until = c.busy_until.max(free).max(last_ack.unwrap_or(0.0));

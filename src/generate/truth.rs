@@ -85,6 +85,8 @@ pub struct TruthMessage {
     pub parent: Option<usize>,
     /// Global id (to find its CSV row).
     pub id: u64,
+    /// Which sides a sniffer captured (for message traces: which timestamps the row has).
+    pub captured: super::write::Sides,
 }
 
 /// Per-pattern aggregates.
@@ -266,6 +268,7 @@ mod tests {
             true_recv_ns: recv,
             parent,
             id: 0,
+            captured: Default::default(),
         }
     }
 

@@ -164,7 +164,21 @@ pub struct Captures {
     start_epoch_ns: u64,
     pool: Vec<u8>,
     ip_ids: std::collections::HashMap<Host, u16>,
+    /// The IP id given to the last packet id (a forwarded hop keeps it).
+    last_ip_id: (u64, u16),
     dropped: u64,
+    /// Per generated message with data captured so far: whether a sniffer at the sender's
+    /// side and one at the receiver's side captured any of its segments.
+    pub sides: std::collections::HashMap<u64, Sides>,
+}
+
+/// Which sides of a message some sniffer captured.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Sides {
+    /// A sniffer at the sender (its host's, or the mirror on its first hop).
+    pub send: bool,
+    /// A sniffer at the receiver.
+    pub recv: bool,
 }
 
 /// One sniffer's output, for the summary.
@@ -238,23 +252,31 @@ impl Captures {
             start_epoch_ns,
             pool,
             ip_ids: Default::default(),
+            last_ip_id: (u64::MAX, 0),
             dropped: 0,
+            sides: Default::default(),
         })
     }
 
     fn frame(&mut self, p: &PacketDesc) -> Rc<[u8]> {
-        let id = self
-            .ip_ids
-            .entry(p.from)
-            .or_insert((p.id as u16).wrapping_mul(7919));
-        *id = id.wrapping_add(1);
+        let ip_id = if p.first_hop || self.last_ip_id.0 != p.id {
+            let id = self
+                .ip_ids
+                .entry(p.from)
+                .or_insert((p.id as u16).wrapping_mul(7919));
+            *id = id.wrapping_add(1);
+            self.last_ip_id = (p.id, *id);
+            *id
+        } else {
+            self.last_ip_id.1
+        };
         let protocol = match p.transport {
             Transport::Tcp => IpNumber::TCP,
             Transport::Udp => IpNumber::UDP,
         };
-        let mut ip = Ipv4Header::new(0, 64, protocol, p.src.ip().octets(), p.dst.ip().octets())
+        let mut ip = Ipv4Header::new(0, p.ttl, protocol, p.src.ip().octets(), p.dst.ip().octets())
             .unwrap_or_default();
-        ip.identification = *id;
+        ip.identification = ip_id;
         let builder = PacketBuilder::ethernet2(mac(*p.src.ip()), mac(*p.dst.ip()))
             .ip(IpHeaders::Ipv4(ip, Default::default()));
         let len = p.payload_len as usize;
@@ -295,26 +317,35 @@ impl Captures {
         out.into()
     }
 
-    /// Queues the copies of `packets` that the sniffers see.
+    /// Queues the copies of `packets` that the sniffers see, and notes in [`Captures::sides`]
+    /// which sides of their messages were captured.
     pub fn add(&mut self, packets: &[PacketDesc], rng: &mut Xoshiro256PlusPlus) {
         for p in packets {
             let frame = self.frame(p);
             if frame.is_empty() {
                 continue;
             }
+            let (mut send, mut recv) = (false, false);
             match self.placement {
                 Placement::Single => {
                     let t = (p.leave_ns + p.arrive_ns) / 2.0;
-                    self.queue(0, t, p.id, &frame, rng);
+                    let seen = self.queue(0, t, p.id, &frame, rng);
+                    send = seen && p.first_hop;
+                    recv = seen && p.last_hop;
                 }
                 Placement::PerHost => {
                     if let Host::Server(n) = p.from {
-                        self.queue(n as usize, p.leave_ns, p.id, &frame, rng);
+                        send = self.queue(n as usize, p.leave_ns, p.id, &frame, rng) && p.first_hop;
                     }
                     if let Host::Server(n) = p.to {
-                        self.queue(n as usize, p.arrive_ns, p.id, &frame, rng);
+                        recv = self.queue(n as usize, p.arrive_ns, p.id, &frame, rng) && p.last_hop;
                     }
                 }
+            }
+            if let Some(m) = p.message {
+                let sides = self.sides.entry(m).or_default();
+                sides.send |= send;
+                sides.recv |= recv;
             }
         }
     }
@@ -326,14 +357,15 @@ impl Captures {
         id: u64,
         frame: &Rc<[u8]>,
         rng: &mut Xoshiro256PlusPlus,
-    ) {
+    ) -> bool {
         if self.loss > 0.0 && rng.random::<f64>() < self.loss {
             self.dropped += 1;
-            return;
+            return false;
         }
         let s = &mut self.sniffers[sniffer];
         let ts = absolute(self.start_epoch_ns, s.clock.local(true_ns));
         s.heap.push(Reverse((ts, id, Rc::clone(frame))));
+        true
     }
 
     /// Writes every queued copy older than true time `frontier`.

@@ -2,16 +2,18 @@
 //!
 //! - **Input**: packets.
 //! - **Output**: one sighting per message per sniffer. A TCP message is the data a side sends
-//!   between the other side's data (direction changes), a FIN or RST, or a pause longer than
-//!   `message_gap_ns`; its start is the next byte the sniffer expected in that direction (from
+//!   between the other side's data (direction changes: data seen the other way, or an
+//!   acknowledgment that moved on, for data this sniffer missed), a FIN or RST, or a pause
+//!   longer than `message_gap_ns`; its start is the next byte the sniffer expected in that direction (from
 //!   earlier data, the SYN, or the other side's acknowledgments), so that a sniffer that lost
 //!   the first segment still names the message as the others do. Segments carrying only bytes
 //!   already seen are retransmissions, not messages. Each UDP datagram is a message.
 //! - **Exchange**: by sniffer and connection.
 //! - **State**: per live connection, each direction's next expected sequence number, the
-//!   latest acknowledgment from the other side, and the message being built. A message is
-//!   emitted at its end; a connection is forgotten when the frontier passes its last packet
-//!   plus the close linger (after FIN or RST both ways) or plus `conn_idle_ns`.
+//!   latest acknowledgment from the other side, and the message being built; and a deadline
+//!   list with about one entry per connection. A message is emitted at its end; a connection
+//!   is forgotten when the frontier passes its last packet plus the close linger (after FIN or
+//!   RST both ways) or plus `conn_idle_ns`.
 //! - **Cost**: one table lookup per packet (see [`crate::conn`]).
 
 use std::hash::BuildHasher;
@@ -118,11 +120,26 @@ struct ConnState {
     dirs: [Direction; 2],
     last_ns: Time,
     reset: bool,
+    /// The earliest deadline bucket the connection is listed under, if any.
+    listed: Option<Time>,
 }
 
 impl ConnState {
     fn done(&self) -> bool {
         self.reset || (self.dirs[0].closed && self.dirs[1].closed)
+    }
+
+    /// When the connection next needs a look, in its own clock: the close linger once closed,
+    /// the message gap while a message is open, else the idle timeout.
+    fn deadline(&self, config: &FoldConfig) -> Time {
+        let after = if self.done() {
+            config.close_linger_ns
+        } else if self.dirs.iter().any(|x| x.building.is_some()) {
+            config.message_gap_ns
+        } else {
+            config.conn_idle_ns
+        };
+        self.last_ns.saturating_add(after)
     }
 }
 
@@ -185,6 +202,7 @@ impl FoldTable {
                     dirs: Default::default(),
                     last_ns: p.ts_ns,
                     reset: false,
+                    listed: None,
                 };
                 self.table.insert(key, state)
             }
@@ -205,7 +223,14 @@ impl FoldTable {
             let ended = c.dirs[1 - d].building.take();
             let seq = end;
             end = seq.wrapping_add(p.payload_len);
+            let gap = self.config.message_gap_ns;
             let dir = &mut c.dirs[d];
+            // This side's message also ends where the other side's data, even unseen, came
+            // in between (the acknowledgment moved on), and after a pause longer than the
+            // gap that the timer has not ended yet.
+            let paused = dir
+                .building
+                .take_if(|b| after(t.ack, b.ack) || p.ts_ns.saturating_sub(b.last_ns) > gap);
             let known = later(dir.next_seq, dir.peer_ack);
             match &mut dir.building {
                 None => {
@@ -245,7 +270,7 @@ impl FoldTable {
                 },
             }
             dir.next_seq = later(dir.next_seq, Some(end));
-            if let Some(b) = ended {
+            for b in [ended, paused].into_iter().flatten() {
                 out.push(b.finish(c));
             }
         }
@@ -264,15 +289,14 @@ impl FoldTable {
             }
             c.reset = true;
         }
-        let due = if c.done() {
-            c.last_ns.saturating_add(self.config.close_linger_ns)
-        } else if c.dirs.iter().any(|x| x.building.is_some()) {
-            c.last_ns.saturating_add(self.config.message_gap_ns)
-        } else {
-            c.last_ns.saturating_add(self.config.conn_idle_ns)
-        };
-        let due = self.alignment.align(c.origin, due);
-        self.deadlines.schedule(key, due);
+        // Listed only when due before the bucket it is listed under: one entry per
+        // connection and bucket, not one per packet.
+        let due = self.alignment.align(c.origin, c.deadline(&self.config));
+        if c.listed
+            .is_none_or(|b| Deadlines::<ConnKey>::bucket(due) < b)
+        {
+            c.listed = Some(self.deadlines.schedule(key, due));
+        }
     }
 
     /// Ends messages paused longer than the gap, and forgets idle and closed connections, as
@@ -283,6 +307,8 @@ impl FoldTable {
             let Some(c) = self.table.get(&key) else {
                 continue;
             };
+            // Its entries up to `now` are gone; later ones may remain, and are harmless.
+            c.listed = None;
             let last = self.alignment.align(c.origin, c.last_ns);
             if last.saturating_add(config.message_gap_ns) < now {
                 for side in 0..2 {
@@ -299,12 +325,8 @@ impl FoldTable {
             if last.saturating_add(forget) < now {
                 self.table.remove(&key);
             } else {
-                let next = if c.done() {
-                    forget
-                } else {
-                    config.conn_idle_ns
-                };
-                self.deadlines.schedule(key, last.saturating_add(next));
+                let due = self.alignment.align(c.origin, c.deadline(&config));
+                c.listed = Some(self.deadlines.schedule(key, due));
             }
         }
     }
@@ -456,6 +478,29 @@ mod tests {
         assert_eq!(out[1].key, tcp_key(501, 401));
         assert!(!out[1].whole_start);
         assert_eq!(out[1].bytes, 100);
+    }
+
+    #[test]
+    fn a_missed_answer_still_separates_two_requests() {
+        // The answer (501..601) was lost at this sniffer; the second request acknowledges it.
+        let out = run(&[
+            tcp(4, C, S, 101, 501, PA, 300),
+            tcp(6, C, S, 401, 601, A, 0),
+            tcp(7, C, S, 401, 601, PA, 200),
+            tcp(2_000_000_000, C, S, 601, 701, PA, 10),
+            tcp(4_000_000_000, C, S, 611, 701, PA, 10),
+        ]);
+        let keys: Vec<(u64, u64)> = out.iter().map(|s| (s.key, s.bytes)).collect();
+        assert_eq!(
+            keys,
+            vec![
+                (tcp_key(101, 501), 300),
+                (tcp_key(401, 601), 200),
+                (tcp_key(601, 701), 10),
+                (tcp_key(611, 701), 10),
+            ],
+            "an acknowledgment that moved on, or a pause longer than the gap, ends a message"
+        );
     }
 
     #[test]
