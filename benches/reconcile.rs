@@ -328,8 +328,9 @@ fn score(truth: &Truth, out: &Path) -> Score {
         match v["kind"].as_str() {
             Some("message") => {
                 if let (Some(send), Some(_)) = (v["send_ns"].as_u64(), v["recv_ns"].as_u64()) {
-                    let transit = v["recv_corrected_ns"].as_u64().unwrap_or(0) as f64
-                        - v["send_corrected_ns"].as_u64().unwrap_or(0) as f64;
+                    let transit = (v["recv_corrected_ns"].as_u64().unwrap_or(0) as i64
+                        - v["send_corrected_ns"].as_u64().unwrap_or(0) as i64)
+                        as f64;
                     found
                         .entry((
                             v["src_endpoint"].as_str().unwrap_or("").to_owned(),

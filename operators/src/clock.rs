@@ -136,7 +136,7 @@ pub struct ClockOffset {
     pub drift_ppm: f64,
     /// Bound on the error of `offset_ns`, ns.
     pub error_ns: f64,
-    /// Seconds of evidence in the window.
+    /// Seconds with evidence in the window (for the domain pair with the most).
     pub seconds: u64,
     /// Whether this is the final estimate (the input has ended).
     pub last: bool,
@@ -145,7 +145,7 @@ pub struct ClockOffset {
 impl ClockOffset {
     /// The offset at event time `t`.
     pub fn offset_at(&self, t: Time) -> f64 {
-        self.offset_ns + self.drift_ppm * 1e-6 * (t as f64 - self.at as f64)
+        self.offset_ns + self.drift_ppm * 1e-6 * (t as i64 - self.at as i64) as f64
     }
 }
 
@@ -314,7 +314,7 @@ impl PairSeries {
         let mk = |kept: &[(Time, f64, f64)]| -> Vec<(f64, f64, f64)> {
             kept.iter()
                 .map(|(s, d, h)| {
-                    let x = ((*s * BUCKET_NS + BUCKET_NS / 2) as f64 - now as f64) / 1e9;
+                    let x = ((*s * BUCKET_NS + BUCKET_NS / 2) as i64 - now as i64) as f64 / 1e9;
                     (x, *d, 1.0 / ((h + 1_000.0) * (h + 1_000.0)))
                 })
                 .collect()
@@ -326,7 +326,7 @@ impl PairSeries {
         let residuals: Vec<f64> = all
             .iter()
             .map(|(s, d, _)| {
-                let x = ((*s * BUCKET_NS + BUCKET_NS / 2) as f64 - now as f64) / 1e9;
+                let x = ((*s * BUCKET_NS + BUCKET_NS / 2) as i64 - now as i64) as f64 / 1e9;
                 (d - (a + b * x)).abs()
             })
             .collect();
@@ -341,20 +341,126 @@ impl PairSeries {
             .collect();
         let kept = if kept.is_empty() { all.clone() } else { kept };
         let (a, b) = fit(&mk(&kept))?;
-        let best_bound = kept.iter().map(|p| p.2).fold(f64::INFINITY, f64::min);
-        let spread = if kept.len() > 2 {
-            let n = kept.len() as f64;
-            let ss: f64 = mk(&kept)
-                .iter()
-                .map(|(x, y, _)| (y - (a + b * x)).powi(2))
-                .sum();
-            (ss / (n - 2.0)).sqrt() / n.sqrt()
-        } else {
-            0.0
+        // The hard limits: every line within every kept second's bound, drift at most
+        // MAX_DRIFT. Seconds whose bounds no line meets (timestamps that contradict each
+        // other) leave only the statistical error.
+        let bounded: Vec<(f64, f64, f64)> = kept
+            .iter()
+            .map(|(s, d, h)| {
+                let x = ((*s * BUCKET_NS + BUCKET_NS / 2) as i64 - now as i64) as f64 / 1e9;
+                (x, *d, *h)
+            })
+            .collect();
+        let (a, error) = match feasible_range(&bounded, MAX_DRIFT_PPM * 1e3) {
+            Some((lo, hi)) => {
+                let a = a.clamp(lo, hi);
+                (a, (a - lo).max(hi - a))
+            }
+            None => {
+                let best_bound = kept.iter().map(|p| p.2).fold(f64::INFINITY, f64::min);
+                let spread = if kept.len() > 2 {
+                    let n = kept.len() as f64;
+                    let ss: f64 = mk(&kept)
+                        .iter()
+                        .map(|(x, y, _)| (y - (a + b * x)).powi(2))
+                        .sum();
+                    (ss / (n - 2.0)).sqrt() / n.sqrt()
+                } else {
+                    0.0
+                };
+                (a, best_bound + spread)
+            }
         };
         // b is ns of offset per s of time.
-        Some((a, b / 1e9, best_bound + spread))
+        Some((a, b / 1e9, error))
     }
+}
+
+/// The largest drift between two clocks that the error bounds allow for, in ppm (quartz
+/// oscillators without NTP stay well within 100).
+const MAX_DRIFT_PPM: f64 = 200.0;
+
+/// The lower (or upper) convex hull of points sorted by x (Andrew's monotone chain).
+fn hull(points: impl Iterator<Item = (f64, f64)>, lower: bool) -> Vec<(f64, f64)> {
+    let mut h: Vec<(f64, f64)> = Vec::new();
+    for p in points {
+        while h.len() >= 2 {
+            let (o, a) = (h[h.len() - 2], h[h.len() - 1]);
+            let cross = (a.0 - o.0) * (p.1 - o.1) - (a.1 - o.1) * (p.0 - o.0);
+            if (lower && cross <= 0.0) || (!lower && cross >= 0.0) {
+                h.pop();
+            } else {
+                break;
+            }
+        }
+        h.push(p);
+    }
+    h
+}
+
+/// The range of values at x = 0 of the lines `a + b·x`, `|b| ≤ max_slope`, that pass within
+/// every point's bound (`(x, y, h)`: `|a + b·x − y| ≤ h`); `None` when no line does.
+///
+/// For a slope `b` the intercepts allowed are `[g(b), f(b)]` with `f(b) = min(y + h − b·x)`
+/// (concave) and `g(b) = max(y − h − b·x)` (convex). Only the lower hull of the `y + h` and
+/// the upper hull of the `y − h` matter; each pair of hull points bounds the slopes for which
+/// `g ≤ f`, which gives the feasible slopes exactly, and the extremes of `f` and `g` on them
+/// lie at the interval's ends or at the hulls' breakpoints. Cost: sorting the points, then
+/// the square of the hull sizes (a handful of points).
+fn feasible_range(points: &[(f64, f64, f64)], max_slope: f64) -> Option<(f64, f64)> {
+    if points.is_empty() {
+        return None;
+    }
+    let mut sorted: Vec<(f64, f64, f64)> = points.to_vec();
+    sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let tops = hull(sorted.iter().map(|(x, y, h)| (*x, y + h)), true);
+    let bottoms = hull(sorted.iter().map(|(x, y, h)| (*x, y - h)), false);
+    let (mut left, mut right) = (-max_slope, max_slope);
+    for &(xi, c) in &tops {
+        for &(xj, d) in &bottoms {
+            // c − b·xi ≥ d − b·xj  ⇔  b·(xj − xi) ≥ d − c
+            let (dx, dy) = (xj - xi, d - c);
+            if dx > 0.0 {
+                left = left.max(dy / dx);
+            } else if dx < 0.0 {
+                right = right.min(dy / dx);
+            } else if dy > 0.0 {
+                return None;
+            }
+        }
+    }
+    if left > right {
+        return None;
+    }
+    let f = |b: f64| {
+        tops.iter()
+            .map(|(x, c)| c - b * x)
+            .fold(f64::INFINITY, f64::min)
+    };
+    let g = |b: f64| {
+        bottoms
+            .iter()
+            .map(|(x, d)| d - b * x)
+            .fold(f64::NEG_INFINITY, f64::max)
+    };
+    // Where consecutive hull lines cross, inside [left, right].
+    let breaks = |h: &[(f64, f64)]| -> Vec<f64> {
+        h.windows(2)
+            .filter(|w| w[1].0 != w[0].0)
+            .map(|w| (w[1].1 - w[0].1) / (w[1].0 - w[0].0))
+            .filter(|b| (left..=right).contains(b))
+            .chain([left, right])
+            .collect()
+    };
+    let hi = breaks(&tops)
+        .into_iter()
+        .map(f)
+        .fold(f64::NEG_INFINITY, f64::max);
+    let lo = breaks(&bottoms)
+        .into_iter()
+        .map(g)
+        .fold(f64::INFINITY, f64::min);
+    Some((lo.min(hi), hi.max(lo)))
 }
 
 /// Solves the weighted least-squares offsets of all domains connected to `reference`, from
@@ -537,7 +643,8 @@ impl ClockEstimator {
                 for d in [a, b] {
                     let e = errors.entry(d.clone()).or_insert(f64::INFINITY);
                     *e = e.min(err);
-                    *seconds.entry(d.clone()).or_default() += s.points.len() as u64;
+                    let n = seconds.entry(d.clone()).or_default();
+                    *n = (*n).max(s.points.len() as u64);
                 }
             }
         }
@@ -715,7 +822,8 @@ fn corrected(
         },
         None => 0.0,
     };
-    Some((raw as f64 - offset).round().max(0.0) as Time)
+    // In integers: an f64 holds epoch nanoseconds only to 256 ns.
+    Some(raw.saturating_add_signed(-(offset.round() as i64)))
 }
 
 impl<'scope> Correct<'scope> for Stream<'scope, Time, Vec<Message>> {
@@ -850,7 +958,13 @@ mod tests {
             o1.offset_ns
         );
         assert!((o1.drift_ppm - 50.0).abs() < 0.5, "{}", o1.drift_ppm);
-        assert!(o1.error_ns <= 100_000.0 + 1.0);
+        // The hard bound: each second's ±100 µs, widened a little by the half second from the
+        // last second's middle to the boundary.
+        assert!(
+            o1.error_ns >= (o1.offset_ns - want1).abs() && o1.error_ns <= 110_000.0,
+            "{}",
+            o1.error_ns
+        );
         let o2 = by[&Domain::Origin(OriginId(2))];
         assert!((o2.offset_ns + 3600e9).abs() < 1_000.0, "{}", o2.offset_ns);
         assert_eq!(by[&Domain::Origin(OriginId(0))].offset_ns, 0.0);
@@ -881,6 +995,43 @@ mod tests {
             fresh.last(),
             Some(&29),
             "reports stop within `every` of the last second"
+        );
+    }
+
+    #[test]
+    fn feasible_range_is_the_hard_limit_of_the_evidence() {
+        // Two seconds, 10 s apart, each within ±1 of 0: a line through both boxes is at most
+        // 1 away at the later one (x = 0), and, extrapolated 10 s further, at most 3.
+        let points = [(-10.0, 0.0, 1.0), (0.0, 0.0, 1.0)];
+        let (lo, hi) = feasible_range(&points, 1.0).unwrap();
+        assert!(
+            (lo + 1.0).abs() < 1e-6 && (hi - 1.0).abs() < 1e-6,
+            "{lo} {hi}"
+        );
+        let later: Vec<(f64, f64, f64)> =
+            points.iter().map(|(x, y, h)| (x - 10.0, *y, *h)).collect();
+        let (lo, hi) = feasible_range(&later, 1.0).unwrap();
+        assert!(
+            (lo + 3.0).abs() < 1e-6 && (hi - 3.0).abs() < 1e-6,
+            "{lo} {hi}"
+        );
+        // Evidence on both sides of x = 0 takes the other path.
+        let around: Vec<(f64, f64, f64)> =
+            points.iter().map(|(x, y, h)| (x + 5.0, *y, *h)).collect();
+        let (lo, hi) = feasible_range(&around, 1.0).unwrap();
+        assert!(
+            (lo + 1.0).abs() < 1e-6 && (hi - 1.0).abs() < 1e-6,
+            "{lo} {hi}"
+        );
+        // A slope limit narrows it; contradicting seconds leave nothing.
+        let (lo, hi) = feasible_range(&later, 0.05).unwrap();
+        assert!(
+            (lo + 1.5).abs() < 1e-6 && (hi - 1.5).abs() < 1e-6,
+            "{lo} {hi}"
+        );
+        assert_eq!(
+            feasible_range(&[(0.0, 0.0, 1.0), (0.0, 5.0, 1.0)], 1.0),
+            None
         );
     }
 }

@@ -2,7 +2,9 @@
 //! node's switch, else the one holding most of its packets").
 //!
 //! A *host sniffer* captures on a host: one address (or a few, for a multihomed host) takes
-//! part in nearly every packet it sees; it is the home of those addresses. A *segment
+//! part in nearly every packet it sees; it is the home of those addresses. When the host talks
+//! to one peer only, both ends take part in every packet; the host's own address is then the
+//! one that sends with an initial TTL (64, 128, ...) where the peer's arrives decremented. A *segment
 //! sniffer* (a mirror port) sees many hosts' traffic with none dominating; it is the home of
 //! every address that has no host sniffer. A *transit* sniffer sees packets twice, on both
 //! sides of a forwarding hop (a load balancer, a router): it is nobody's home.
@@ -139,17 +141,34 @@ fn infer_one(packets: &[Packet]) -> Placement {
         }
     }
     let n = packets.len() as f64;
-    let own: BTreeSet<IpAddr> = count
+    let mut own: BTreeSet<IpAddr> = count
         .into_iter()
         .filter(|(_, c)| *c as f64 >= DOMINANT * n)
         .map(|(ip, _)| ip)
         .collect();
+    if own.len() > 1 {
+        // A sniffer that sees one peer only (or a virtual address) finds both ends in every
+        // packet. Its own host sends with an initial TTL; a peer behind a router or load
+        // balancer arrives with one less.
+        let mut ttl: HashMap<IpAddr, u8> = HashMap::new();
+        for p in packets {
+            let t = ttl.entry(p.src.ip).or_default();
+            *t = (*t).max(p.ttl);
+        }
+        let initial = |ip: &IpAddr| ttl.get(ip).is_some_and(|t| INITIAL_TTLS.contains(t));
+        if own.iter().any(initial) && !own.iter().all(initial) {
+            own.retain(initial);
+        }
+    }
     if own.is_empty() {
         Placement::Segment
     } else {
         Placement::Host(own)
     }
 }
+
+/// The TTLs (hop limits) that operating systems send with.
+const INITIAL_TTLS: [u8; 4] = [32, 64, 128, 255];
 
 #[cfg(test)]
 mod tests {
@@ -218,5 +237,21 @@ mod tests {
         assert!(!homes.is_home(OriginId(1), &web), "the host sniffer wins");
         assert!(homes.is_home(OriginId(1), &other));
         assert!(!homes.is_home(OriginId(2), &other));
+    }
+
+    #[test]
+    fn a_host_that_talks_to_one_peer_through_a_router_is_told_by_ttl() {
+        let mut sample = Vec::new();
+        for i in 0..20 {
+            sample.push(packet("10.0.2.2:8080", "10.0.1.2:40000", i));
+            let mut back = packet("10.0.1.2:40000", "10.0.2.2:8080", 100 + i);
+            back.ttl = 63;
+            sample.push(back);
+        }
+        let homes = Homes::infer(&BTreeMap::from([(OriginId(0), sample)]), &BTreeMap::new());
+        assert_eq!(
+            homes.placement(OriginId(0)),
+            &Placement::Host(BTreeSet::from(["10.0.2.2".parse().unwrap()]))
+        );
     }
 }

@@ -88,7 +88,7 @@ impl Record {
             Record::Message(m) => {
                 let domain = |d: &Option<Domain>| d.as_ref().map(|d| d.name(origins));
                 let network_ms = match (m.send_corrected_ns, m.recv_corrected_ns) {
-                    (Some(s), Some(r)) => Some((r as f64 - s as f64) / 1e6),
+                    (Some(s), Some(r)) => Some((r as i64 - s as i64) as f64 / 1e6),
                     _ => None,
                 };
                 let mut v = json!({

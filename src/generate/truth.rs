@@ -188,10 +188,10 @@ impl Truth {
         for (pos, &(i, parent_pos)) in order.iter().enumerate() {
             let m = &messages[i];
             if pos < agg.network.len() {
-                agg.network[pos].add(m.true_recv_ns as f64 - m.true_send_ns as f64);
+                agg.network[pos].add((m.true_recv_ns as i64 - m.true_send_ns as i64) as f64);
                 if let Some(pp) = parent_pos {
                     let parent = &messages[order[pp].0];
-                    agg.delay[pos].add(m.true_send_ns as f64 - parent.true_recv_ns as f64);
+                    agg.delay[pos].add((m.true_send_ns as i64 - parent.true_recv_ns as i64) as f64);
                 }
             }
         }

@@ -310,3 +310,66 @@ impl Drop for NetnsPair {
         let _ = Command::new("ip").args(["netns", "del", &self.b]).output();
     }
 }
+
+/// A network namespace, removed (with its interfaces and processes' sockets) on drop.
+pub struct Netns {
+    pub name: String,
+}
+
+impl Netns {
+    /// Creates `cw<tag><pid>` with its loopback up.
+    pub fn new(tag: &str) -> Netns {
+        let name = format!("cw{tag}{}", std::process::id() % 100_000);
+        let _ = Command::new("ip").args(["netns", "del", &name]).output();
+        ip(&["netns", "add", &name]);
+        ip(&["-n", &name, "link", "set", "lo", "up"]);
+        Netns { name }
+    }
+
+    /// A command run inside the namespace.
+    pub fn exec(&self, program: &str) -> Command {
+        NetnsPair::exec(&self.name, program)
+    }
+
+    /// Runs `program args...` inside the namespace and fails the test if it fails.
+    pub fn run(&self, program: &str, args: &[&str]) {
+        let out = self.exec(program).args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{program} {args:?} in {}: {}",
+            self.name,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Joins `self` and `other` with a veth pair: `dev` here with `cidr`, `other_dev` there
+    /// with `other_cidr`, both up.
+    pub fn link(&self, dev: &str, cidr: &str, other: &Netns, other_dev: &str, other_cidr: &str) {
+        ip(&[
+            "link",
+            "add",
+            dev,
+            "netns",
+            &self.name,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            other_dev,
+            "netns",
+            &other.name,
+        ]);
+        for (ns, dev, cidr) in [(self, dev, cidr), (other, other_dev, other_cidr)] {
+            ip(&["-n", &ns.name, "addr", "add", cidr, "dev", dev]);
+            ip(&["-n", &ns.name, "link", "set", dev, "up"]);
+        }
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .output();
+    }
+}
