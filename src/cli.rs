@@ -193,7 +193,7 @@ pub struct AnalyzeArgs {
     /// Also report statistics every DURATION of event time (jsonl), not only at the end.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub emit_every: Option<Duration>,
-    /// Conversations listed in the table.
+    /// Conversations and node pairs listed in the table.
     #[arg(long, value_name = "N", default_value_t = 20)]
     pub top: usize,
     #[command(flatten)]

@@ -1,8 +1,8 @@
 //! The terminal-table sink: what a person reads at the end of a run.
 //!
 //! Sections appear when there is something to show: per-input statistics (what capinfos
-//! reports), the largest conversations (what tshark's `-z conv` reports), and messages per
-//! node pair. State: the latest statistics per origin, the top `top` conversations by bytes
+//! reports), the largest conversations (what tshark's `-z conv` reports), messages per node
+//! pair (the busiest `top`), clock offsets and address translations. State: the latest statistics per origin, the top `top` conversations by bytes
 //! (a bounded heap) with a total count, and one aggregate per node pair: bounded by the number
 //! of origins, `top`, and node pairs, never by the number of records.
 
@@ -230,10 +230,15 @@ impl Table {
             "src".to_owned(),
             "dst".to_owned(),
             "messages".to_owned(),
+            "both sides".to_owned(),
             "bytes".to_owned(),
             "network (corrected clocks)".to_owned(),
         ]];
-        for ((src, dst), e) in &self.edges {
+        // The busiest pairs first.
+        let mut edges: Vec<(&(String, String), &Edge)> = self.edges.iter().collect();
+        edges.sort_by(|a, b| b.1.messages.cmp(&a.1.messages).then(a.0.cmp(b.0)));
+        let shown = edges.len().min(self.top.max(1));
+        for ((src, dst), e) in edges.into_iter().take(shown) {
             let latency = if e.both_sides > 0 {
                 format!(
                     "{:.3} ms mean",
@@ -246,17 +251,23 @@ impl Table {
                 src.clone(),
                 dst.clone(),
                 group(e.messages),
+                group(e.both_sides),
                 group(e.bytes),
                 latency,
             ]);
         }
         let total: u64 = self.edges.values().map(|e| e.messages).sum();
         let mut s = format!(
-            "Messages: {} between {} node pairs\n",
+            "Messages: {} between {} node pairs{}\n",
             group(total),
-            self.edges.len()
+            self.edges.len(),
+            if shown < self.edges.len() {
+                format!(" (busiest {shown})")
+            } else {
+                String::new()
+            }
         );
-        s.push_str(&columns(&rows, &[2, 3, 4]));
+        s.push_str(&columns(&rows, &[2, 3, 4, 5]));
         s.push('\n');
         s
     }
