@@ -10,7 +10,8 @@ use std::net::IpAddr;
 
 use anyhow::{Result, anyhow, bail};
 use causeway_operators::{
-    ClockConfig, Domain, FlowConfig, FoldConfig, Homes, Names, NatConfig, ReconcileConfig,
+    ClockConfig, DelayEstimate, Domain, FlowConfig, FoldConfig, Homes, LinkConfig, Names,
+    NatConfig, PathsConfig, Rank, ReconcileConfig,
 };
 use causeway_sinks::output::Output;
 use causeway_sinks::{SinkConfig, SinkSet};
@@ -18,7 +19,10 @@ use causeway_sources::decode::DecodeOptions;
 use causeway_sources::{Alignment, InputSpec, OriginId, Origins, SourceConfig};
 
 use crate::bootstrap::{SampleSize, bootstrap};
-use crate::cli::{AnalyzeArgs, EmitArg, EngineArgs, OutputArgs, ProgressArg, StatsArgs};
+use crate::cli::{
+    AggregateArg, AnalyzeArgs, DelayEstimateArg, EmitArg, EngineArgs, OutputArgs, ProgressArg,
+    StatsArgs,
+};
 use crate::engine::{self, Emit, Job};
 use crate::progress::Progress;
 
@@ -33,11 +37,18 @@ pub fn inputs(args: &[String]) -> (Vec<InputSpec>, Origins) {
 }
 
 /// Runs `job` with the main sink of `output`, and a progress bar when asked for.
-pub fn run_job(job: Job, output: &OutputArgs, engine_args: &EngineArgs, top: usize) -> Result<()> {
+pub fn run_job(
+    job: Job,
+    output: &OutputArgs,
+    engine_args: &EngineArgs,
+    top: usize,
+    rank: Rank,
+) -> Result<()> {
     let config = SinkConfig {
         format: output.format.into(),
         path: output.output.clone(),
         top,
+        rank,
     };
     let mut sinks = Vec::new();
     if engine_args.processes > 1 {
@@ -106,10 +117,11 @@ fn declared_sniffers(
 /// `causeway analyze`.
 pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
     let (inputs, origins) = inputs(&args.inputs);
-    let names = match &args.names {
+    let names = Arc::new(match &args.names {
         Some(path) => Names::load(path)?,
         None => Names::new(),
-    };
+    });
+    let lateness_ns = args.engine.lateness.as_nanos() as u64;
     let declared = declared_sniffers(&args.sniffer, &origins)?;
     let boot = bootstrap(&inputs, &origins, &declared, SampleSize::default())?;
     for note in &boot.notes {
@@ -125,9 +137,9 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
     let job = Job {
         inputs,
         origins,
-        names: Arc::new(names),
+        names: Arc::clone(&names),
         source: SourceConfig {
-            lateness_ns: args.engine.lateness.as_nanos() as u64,
+            lateness_ns,
             ..SourceConfig::default()
         },
         flows: FlowConfig {
@@ -140,6 +152,8 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
             stats: args.emit.contains(&EmitArg::Stats),
             clock: args.emit.contains(&EmitArg::Clock),
             nat: args.emit.contains(&EmitArg::Nat),
+            patterns: args.emit.contains(&EmitArg::Patterns),
+            instances: args.emit.contains(&EmitArg::Instances),
         },
         stats_every: args.emit_every.map(|d| d.as_nanos() as u64),
         decode: DecodeOptions::default(),
@@ -163,8 +177,32 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
             window_ns: args.reconcile_window.as_nanos() as u64,
             ..NatConfig::default()
         },
+        link: LinkConfig {
+            max_delay_ns: args.max_delay.as_nanos() as u64,
+            spontaneous_factor: args.spontaneous,
+            estimate: match args.delay_estimate {
+                DelayEstimateArg::Smallest => DelayEstimate::Smallest,
+                DelayEstimateArg::Weighted => DelayEstimate::Weighted,
+            },
+            lateness_ns: lateness_ns + args.reconcile_window.as_nanos() as u64,
+            ..LinkConfig::default()
+        },
+        paths: PathsConfig {
+            max_delay_ns: args.max_delay.as_nanos() as u64,
+            lateness_ns: lateness_ns + args.reconcile_window.as_nanos() as u64,
+            max_path_ns: args.max_path.as_nanos() as u64,
+            try_both: args.try_both,
+            window_ns: args.window.as_nanos() as u64,
+            every_ns: args
+                .emit_every
+                .map_or(10_000_000_000, |d| d.as_nanos() as u64)
+                .max(1),
+            instances: args.emit.contains(&EmitArg::Instances),
+            aggregate_roles: args.aggregate == AggregateArg::Roles,
+            names: Arc::clone(&names),
+        },
     };
-    run_job(job, &args.output, &args.engine, args.top)
+    run_job(job, &args.output, &args.engine, args.top, args.rank.into())
 }
 
 /// A job that only reads and counts: `stats` and the like.
@@ -190,6 +228,8 @@ pub fn counting_job(inputs: Vec<InputSpec>, origins: Origins, lateness_ns: u64, 
         reconcile: ReconcileConfig::default(),
         clock: ClockConfig::default(),
         nat: NatConfig::default(),
+        link: LinkConfig::default(),
+        paths: PathsConfig::default(),
     }
 }
 
@@ -202,6 +242,8 @@ pub fn stats(args: &StatsArgs) -> Result<()> {
         stats: true,
         clock: false,
         nat: false,
+        patterns: false,
+        instances: false,
     };
     let job = counting_job(
         inputs,
@@ -209,5 +251,5 @@ pub fn stats(args: &StatsArgs) -> Result<()> {
         args.engine.lateness.as_nanos() as u64,
         emit,
     );
-    run_job(job, &args.output, &args.engine, args.top)
+    run_job(job, &args.output, &args.engine, args.top, Rank::Expected)
 }

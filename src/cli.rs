@@ -34,19 +34,23 @@ pub struct Cli {
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Analyse captures and message traces: messages, clock offsets, address translations.
+    /// Analyse captures and message traces: causal path patterns, messages, clock offsets,
+    /// address translations.
     ///
     /// Packets from any number of sniffers become messages: TCP segments between direction
     /// changes fold into one message; copies of a message seen by several sniffers merge,
     /// taking the send time from the sniffer nearest the sender and the receive time from the
     /// one nearest the receiver. Sniffer clocks are aligned first and their offsets and drift
     /// estimated continuously; load-balancer address translations are learned and messages
-    /// named by the real servers. Path inference is not implemented yet; it never prints path
-    /// patterns it did not infer.
+    /// named by the real servers. Message linking (WAP5) then infers, for each message a node
+    /// sends, which message it received probably caused it, builds the causal path of every
+    /// request and aggregates them into path patterns with per-node delays and per-hop network
+    /// latencies, reported continuously over a sliding window and in total.
     ///
     /// Examples:
     ///   causeway analyze web1=web1.pcap db=db.pcapng.gz
     ///   causeway analyze --format jsonl -o out.jsonl --names hosts.txt trace.csv
+    ///   causeway analyze --emit patterns,instances --format jsonl --names names.txt messages.csv
     ///   ssh web1 tcpdump -c 100000 -w - | causeway analyze web1=-
     #[command(verbatim_doc_comment)]
     Analyze(AnalyzeArgs),
@@ -76,6 +80,103 @@ pub enum Command {
     Generate(GenerateArgs),
     /// Generate a multi-tier trace in a temporary directory and analyse it.
     Demo(DemoArgs),
+    /// Score inferred path patterns against a generator's ground truth (Project 5 §7.5.1).
+    ///
+    /// Reads the truth.jsonl that `causeway generate` wrote and the JSON lines that
+    /// `causeway analyze --format jsonl --emit patterns,instances` wrote, and reports: false
+    /// negatives among the top N patterns as a function of N (exact, and ignoring near-ties
+    /// within 2% and 6%), false-positive patterns, instance- and message-level recall, and the
+    /// error of per-node mean delays on the patterns found.
+    ///
+    /// Examples:
+    ///   causeway score --truth /tmp/mt/truth.jsonl patterns.jsonl
+    ///   causeway score --truth truth.jsonl --rank count --format json patterns.jsonl
+    #[command(verbatim_doc_comment)]
+    Score(ScoreArgs),
+}
+
+/// How path patterns are ranked (WAP5 §6.6).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum RankArg {
+    /// Expected number of true instances (sum of instance probabilities).
+    #[default]
+    Expected,
+    /// Raw count of instances inferred.
+    Count,
+    /// Expected / count: the mean probability of an instance.
+    Confidence,
+    /// Expected / sqrt(count): confidence that grows, sublinearly, with repetition.
+    Sqrt,
+}
+
+impl RankArg {
+    /// The ranking score of a pattern with this `count` and `expected` count.
+    pub fn score(self, count: u64, expected: f64) -> f64 {
+        causeway_operators::Rank::from(self).score(count, expected)
+    }
+}
+
+impl From<RankArg> for causeway_operators::Rank {
+    fn from(r: RankArg) -> Self {
+        match r {
+            RankArg::Expected => causeway_operators::Rank::Expected,
+            RankArg::Count => causeway_operators::Rank::Count,
+            RankArg::Confidence => causeway_operators::Rank::Confidence,
+            RankArg::Sqrt => causeway_operators::Rank::Sqrt,
+        }
+    }
+}
+
+/// How path instances aggregate into patterns (WAP5 §2.5.1).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum AggregateArg {
+    /// Client nodes become `CLIENT` and ephemeral ports `*` (WAP5).
+    #[default]
+    Clients,
+    /// Also servers of one role (names file's third column, else the name without its
+    /// trailing digits) are merged: isomorphic paths through different replicas aggregate.
+    Roles,
+}
+
+/// How `link` estimates a node pair's mean causal delay.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum DelayEstimateArg {
+    /// WAP5: the mean of the smallest delay preceding each message.
+    #[default]
+    Smallest,
+    /// The mean of candidate delays weighted by their link probabilities (the iteration WAP5
+    /// suggests).
+    Weighted,
+}
+
+/// `causeway score`.
+#[derive(Debug, Args)]
+pub struct ScoreArgs {
+    /// The generator's truth.jsonl.
+    #[arg(long, value_name = "TRUTH")]
+    pub truth: PathBuf,
+    /// JSON lines written by `causeway analyze --format jsonl` (patterns, and instances for
+    /// the instance- and message-level figures); `-` reads stdin.
+    #[arg(value_name = "PATTERNS")]
+    pub patterns: String,
+    /// How to rank the inferred patterns (the truth is ranked by count).
+    #[arg(long, value_enum, default_value_t = RankArg::Expected)]
+    pub rank: RankArg,
+    /// Largest N for the top-N false negatives (default: the number of true patterns).
+    #[arg(long, value_name = "N")]
+    pub top: Option<usize>,
+    /// `table` (default) or `json` (one object).
+    #[arg(long, value_enum, default_value_t = ScoreFormatArg::Table)]
+    pub format: ScoreFormatArg,
+}
+
+/// Output of `causeway score`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ScoreFormatArg {
+    /// Human-readable tables.
+    Table,
+    /// One JSON object.
+    Json,
 }
 
 /// Output format.
@@ -159,7 +260,7 @@ pub struct AnalyzeArgs {
     #[arg(long, value_name = "FILE")]
     pub names: Option<PathBuf>,
     /// What to report (comma-separated).
-    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [EmitArg::Messages, EmitArg::Clock, EmitArg::Nat, EmitArg::Stats])]
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [EmitArg::Patterns, EmitArg::Messages, EmitArg::Clock, EmitArg::Nat, EmitArg::Stats])]
     pub emit: Vec<EmitArg>,
     /// A sniffer on a host: NAME=IP[,IP...] says which addresses are the host's own (else
     /// inferred from the traffic). Repeatable.
@@ -190,12 +291,39 @@ pub struct AnalyzeArgs {
     /// A conversation without packets for this long is reported and forgotten.
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
     pub idle_timeout: Duration,
-    /// Also report statistics every DURATION of event time (jsonl), not only at the end.
+    /// Report path patterns (default every 10s) and statistics every DURATION of event time,
+    /// not only at the end.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub emit_every: Option<Duration>,
-    /// Conversations and node pairs listed in the table.
+    /// Conversations, node pairs and path patterns listed in the table.
     #[arg(long, value_name = "N", default_value_t = 20)]
     pub top: usize,
+    /// Linking: the longest a node may hold a message before sending what it caused (WAP5's
+    /// x); longer gaps are not causal.
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration, help_heading = "Paths")]
+    pub max_delay: Duration,
+    /// Linking: being spontaneous weighs as much as a delay of Y times the pair's mean delay
+    /// (WAP5's y). Larger values prefer longer paths.
+    #[arg(long, value_name = "Y", default_value_t = 4.0, help_heading = "Paths")]
+    pub spontaneous: f64,
+    /// Linking: how each node pair's mean causal delay is estimated.
+    #[arg(long, value_enum, default_value_t = DelayEstimateArg::Smallest, help_heading = "Paths")]
+    pub delay_estimate: DelayEstimateArg,
+    /// Try-both decisions per path tree (up to 2^N instances from one root).
+    #[arg(long, value_name = "N", default_value_t = 4, help_heading = "Paths")]
+    pub try_both: u32,
+    /// Sliding window of the windowed pattern reports (cumulative totals are reported too).
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration, help_heading = "Paths")]
+    pub window: Duration,
+    /// How instances aggregate into patterns.
+    #[arg(long, value_enum, default_value_t = AggregateArg::Clients, help_heading = "Paths")]
+    pub aggregate: AggregateArg,
+    /// How patterns are ranked in the table.
+    #[arg(long, value_enum, default_value_t = RankArg::Expected, help_heading = "Paths")]
+    pub rank: RankArg,
+    /// A path whose root is this old is reported whatever may still come.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration, help_heading = "Paths")]
+    pub max_path: Duration,
     #[command(flatten)]
     #[allow(missing_docs)]
     pub output: OutputArgs,
@@ -217,6 +345,10 @@ pub enum EmitArg {
     Stats,
     /// Conversation summaries (from packets).
     Flows,
+    /// Path patterns, over the sliding window and in total, every --emit-every (default 10s).
+    Patterns,
+    /// Every finished path instance (its messages, their parents, its probability).
+    Instances,
 }
 
 /// `causeway stats`.

@@ -8,7 +8,8 @@
 //!    │                                           └─ samples ─┐  (mappings)─────┤
 //!    ├─ rows ── rows ── messages ───────────────────┬────────┼──────────┐      │
 //!    │                                             samples ──┤          │      │
-//!    │                           clock.bounds ── clock ─(estimates)─ clock.correct ── deliver
+//!    │                           clock.bounds ── clock ─(estimates)─ clock.correct ─┬─ deliver
+//!    │                                             │                  link ── paths ─┤
 //!    │                                             └─(offsets)──────────────────────┤
 //!    └─ events (+ reconcile's counts) ── stats ──────────────────────────────────────┘
 //! ```
@@ -21,9 +22,9 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result, anyhow, bail};
 use causeway_operators::{
-    Bounds, Clock, ClockConfig, CollectStats, Correct, FlowConfig, Flows, Fold, FoldConfig, Homes,
-    Merger, MessageSamples, Names, Nat, NatConfig, Reconcile, ReconcileConfig, Reconciled,
-    RowsToMessages,
+    Bounds, BuildPaths, Clock, ClockConfig, CollectStats, Correct, FlowConfig, Flows, Fold,
+    FoldConfig, Homes, Link, LinkConfig, Merger, MessageSamples, Names, Nat, NatConfig, PathRecord,
+    PathsConfig, Reconcile, ReconcileConfig, Reconciled, RowsToMessages,
 };
 use causeway_sinks::{Deliver, Record, SinkError, SinkSet};
 use causeway_sources::decode::DecodeOptions;
@@ -51,12 +52,21 @@ pub struct Emit {
     pub clock: bool,
     /// Address translations.
     pub nat: bool,
+    /// Path patterns.
+    pub patterns: bool,
+    /// Path instances.
+    pub instances: bool,
 }
 
 impl Emit {
     /// Whether anything needs messages built from packets.
     fn reconcile(&self) -> bool {
-        self.messages || self.clock || self.nat
+        self.messages || self.clock || self.nat || self.paths()
+    }
+
+    /// Whether messages are linked into paths.
+    fn paths(&self) -> bool {
+        self.patterns || self.instances
     }
 }
 
@@ -91,6 +101,10 @@ pub struct Job {
     pub clock: ClockConfig,
     /// Address translation.
     pub nat: NatConfig,
+    /// Message linking.
+    pub link: LinkConfig,
+    /// Path instances and patterns.
+    pub paths: PathsConfig,
 }
 
 /// The timely configuration for `args`.
@@ -256,6 +270,17 @@ pub fn run(
                 let messages = scope
                     .concatenate([messages, from_rows])
                     .correct(estimates, Arc::clone(&job.alignment));
+                if job.emit.paths() {
+                    let paths = messages
+                        .clone()
+                        .link(job.link)
+                        .paths(job.paths.clone())
+                        .map(|r| match r {
+                            PathRecord::Pattern(p) => Record::Pattern(p),
+                            PathRecord::Instance(i) => Record::Instance(i),
+                        });
+                    outputs.push(paths);
+                }
                 if job.emit.messages {
                     outputs.push(messages.map(Record::Message));
                 }

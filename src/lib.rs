@@ -14,3 +14,4 @@ pub mod demo;
 pub mod engine;
 pub mod generate;
 pub mod progress;
+pub mod score;

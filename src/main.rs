@@ -29,6 +29,7 @@ fn main() -> ExitCode {
         Command::Stats(a) => causeway::analyze::stats(a),
         Command::Generate(a) => causeway::generate::run(a),
         Command::Demo(a) => causeway::demo::run(a),
+        Command::Score(a) => causeway::score::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

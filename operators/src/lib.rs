@@ -23,12 +23,16 @@
 
 pub mod clock;
 pub mod conn;
+pub mod dist;
 pub mod domain;
 pub mod flows;
+pub mod link;
 pub mod message;
 pub mod names;
 pub mod nat;
+pub mod paths;
 pub mod pattern;
+pub mod ports;
 pub mod reconcile;
 pub mod rows;
 pub mod stats;
@@ -37,11 +41,16 @@ pub mod topology;
 pub use clock::{
     Bounds, Clock, ClockConfig, ClockOffset, Correct, DelayBounds, DelaySample, MessageSamples,
 };
+pub use dist::{Dist, Summary};
 pub use domain::Domain;
 pub use flows::{Flow, FlowConfig, FlowEnd, Flows};
+pub use link::{DelayEstimate, Link, LinkConfig, Linked};
 pub use message::Message;
 pub use names::{Names, NamesError};
 pub use nat::{Nat, NatConfig, NatMapping};
+pub use paths::{
+    BuildPaths, HopStats, InstanceMessage, PathInstance, PathPattern, PathRecord, PathsConfig, Rank,
+};
 pub use pattern::PatternNode;
 pub use reconcile::Sighting;
 pub use reconcile::fold::{Fold, FoldConfig};

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::domain::Domain;
 
 /// A message from one node to another.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Message {
     /// Send time in the sender side's clock; `None` where the send side was not observed.
     pub send_ns: Option<Time>,

@@ -1,7 +1,8 @@
 //! Node names: which computation an address belongs to (DESIGN.md, "Names").
 //!
-//! A names file maps addresses to readable node names, one `ADDRESS NAME` per line as in
-//! `/etc/hosts`; ADDRESS is an IP or `IP:port` (`[v6]:port`). `#` starts a comment. An
+//! A names file maps addresses to readable node names, one `ADDRESS NAME [ROLE]` per line as
+//! in `/etc/hosts`; ADDRESS is an IP or `IP:port` (`[v6]:port`); the optional ROLE groups
+//! interchangeable servers for `--aggregate roles`. `#` starts a comment. An
 //! `IP:port` entry wins over an `IP` entry. Without an entry, an endpoint's node is its IP (the
 //! host), and a trace's named address is its own node.
 
@@ -39,6 +40,7 @@ pub enum NamesError {
 pub struct Names {
     by_endpoint: HashMap<Endpoint, String>,
     by_ip: HashMap<IpAddr, String>,
+    roles: HashMap<String, String>,
 }
 
 impl Names {
@@ -73,6 +75,9 @@ impl Names {
             let (Some(addr), Some(name)) = (parts.next(), parts.next()) else {
                 return Err(bad());
             };
+            if let Some(role) = parts.next() {
+                names.roles.insert(name.to_owned(), role.to_owned());
+            }
             if let Ok(e) = addr.parse::<Endpoint>() {
                 names.by_endpoint.insert(e, name.to_owned());
             } else if let Ok(ip) = addr.parse::<IpAddr>() {
@@ -110,6 +115,21 @@ impl Names {
         match address {
             Address::Endpoint(e) => self.node_of_endpoint(e),
             Address::Name(n) => n.clone(),
+        }
+    }
+
+    /// A node's role, for `--aggregate roles`: the third column of its names-file line, else
+    /// its name without trailing digits and separators (`ws1` and `ws2` are both `ws`).
+    pub fn role<'a>(&'a self, node: &'a str) -> &'a str {
+        if let Some(r) = self.roles.get(node) {
+            return r;
+        }
+        let stripped = node.trim_end_matches(|c: char| c.is_ascii_digit());
+        let stripped = stripped.trim_end_matches(['-', '_', '.']);
+        if stripped.is_empty() || node.parse::<IpAddr>().is_ok() {
+            node
+        } else {
+            stripped
         }
     }
 

@@ -73,8 +73,10 @@ pub struct SinkConfig {
     pub format: Format,
     /// The file, or `None` for stdout.
     pub path: Option<PathBuf>,
-    /// For tables: how many conversations to list.
+    /// For tables: how many conversations and patterns to list.
     pub top: usize,
+    /// For tables: how path patterns are ranked.
+    pub rank: causeway_operators::Rank,
 }
 
 impl SinkConfig {
@@ -87,7 +89,7 @@ impl SinkConfig {
     /// Builds the sink writing to `out` instead of its configured path.
     pub fn build_on(&self, out: output::Output, origins: &Origins) -> Box<dyn Sink> {
         match self.format {
-            Format::Table => Box::new(table::Table::new(out, origins.clone(), self.top)),
+            Format::Table => Box::new(table::Table::new(out, origins.clone(), self.top, self.rank)),
             Format::Jsonl => Box::new(jsonl::JsonLines::new(out, origins.clone())),
             Format::Json => Box::new(jsonl::JsonArray::new(out, origins.clone())),
         }
@@ -164,6 +166,7 @@ mod compliance {
                 format,
                 path: Some(path.clone()),
                 top: 10,
+                rank: causeway_operators::Rank::Expected,
             };
             let mut sink = config.build(&origins).unwrap();
             for r in records() {

@@ -10,6 +10,7 @@ use crate::SinkError;
 pub struct Output {
     writer: Box<dyn Write + Send>,
     name: String,
+    terminal: bool,
 }
 
 impl Output {
@@ -26,6 +27,7 @@ impl Output {
                 Ok(Output {
                     writer: Box::new(BufWriter::with_capacity(1 << 16, file)),
                     name: p.display().to_string(),
+                    terminal: false,
                 })
             }
         }
@@ -36,6 +38,7 @@ impl Output {
         Output {
             writer: Box::new(BufWriter::with_capacity(1 << 16, file)),
             name: name.to_owned(),
+            terminal: false,
         }
     }
 
@@ -43,7 +46,13 @@ impl Output {
         Output {
             writer: Box::new(BufWriter::with_capacity(1 << 16, io::stdout())),
             name: "stdout".into(),
+            terminal: io::IsTerminal::is_terminal(&io::stdout()),
         }
+    }
+
+    /// Whether it is a terminal (a table can then refresh in place).
+    pub fn is_terminal(&self) -> bool {
+        self.terminal
     }
 
     /// Where it writes, for messages.

@@ -5,7 +5,10 @@
 
 use std::collections::BTreeMap;
 
-use causeway_operators::{ClockOffset, Domain, Flow, Message, NatMapping, OriginStats};
+use causeway_operators::{
+    ClockOffset, Domain, Flow, HopStats, Message, NatMapping, OriginStats, PathInstance,
+    PathPattern, PatternNode, Summary,
+};
 use causeway_sources::Origins;
 use causeway_sources::decode::linktype;
 use serde::{Deserialize, Serialize};
@@ -27,6 +30,10 @@ pub enum Record {
     ClockOffset(ClockOffset),
     /// A learned address translation.
     NatMapping(NatMapping),
+    /// A path pattern's statistics (windowed or cumulative).
+    Pattern(PathPattern),
+    /// A finished path instance.
+    Instance(PathInstance),
 }
 
 impl Record {
@@ -38,6 +45,8 @@ impl Record {
             Record::Message(_) => "message",
             Record::ClockOffset(_) => "clock_offset",
             Record::NatMapping(_) => "nat_mapping",
+            Record::Pattern(_) => "pattern",
+            Record::Instance(_) => "instance",
         }
     }
 
@@ -145,6 +154,75 @@ impl Record {
                 "observations": n.observations,
                 "final": n.last,
             }),
+            Record::Pattern(p) => {
+                let mut pos = 0;
+                json!({
+                    "schema": SCHEMA,
+                    "kind": "pattern",
+                    "id": p.id,
+                    "cumulative": p.cumulative,
+                    "window": {"start_ns": p.window.0, "end_ns": p.window.1},
+                    "count": p.count,
+                    "expected": p.expected,
+                    "max_probability": p.max_probability,
+                    "end_to_end_ms": summary(&p.end_to_end),
+                    "canonical": p.tree.canonical(),
+                    "root": tree_json(&p.tree, &p.hops, &mut pos),
+                    "final": p.last,
+                })
+            }
+            Record::Instance(i) => json!({
+                "schema": SCHEMA,
+                "kind": "instance",
+                "pattern": i.pattern,
+                "probability": i.probability,
+                "messages": i.messages.iter().map(|m| {
+                    let mut v = json!({
+                        "src": m.src,
+                        "dst": m.dst,
+                        "dst_port": m.dst_port,
+                        "src_endpoint": m.src_endpoint.to_string(),
+                        "dst_endpoint": m.dst_endpoint.to_string(),
+                        "send_ns": m.send_ns,
+                        "recv_ns": m.recv_ns,
+                        "parent": m.parent,
+                    });
+                    if let (Some(row), Value::Object(o)) = (m.row, &mut v) {
+                        o.insert("row".into(), json!(row));
+                    }
+                    v
+                }).collect::<Vec<_>>(),
+            }),
         }
     }
+}
+
+fn summary(s: &Summary) -> Value {
+    json!({"mean": s.mean, "p50": s.p50, "p90": s.p90, "p99": s.p99})
+}
+
+/// A pattern tree with each hop's statistics (`hops` in preorder; `pos` walks it).
+fn tree_json(node: &PatternNode, hops: &[HopStats], pos: &mut usize) -> Value {
+    let here = hops.get(*pos).cloned().unwrap_or_default();
+    *pos += 1;
+    let children: Vec<Value> = node
+        .children
+        .iter()
+        .map(|c| tree_json(c, hops, pos))
+        .collect();
+    let mut v = json!({
+        "src": node.src,
+        "dst": node.dst,
+        "dst_port": node.dst_port,
+        "children": children,
+    });
+    if let Value::Object(o) = &mut v {
+        if let Some(n) = &here.network {
+            o.insert("network_ms".into(), summary(n));
+        }
+        if let Some(d) = &here.delay {
+            o.insert("delay_ms".into(), summary(d));
+        }
+    }
+    v
 }

@@ -1,17 +1,23 @@
 //! The terminal-table sink: what a person reads at the end of a run.
 //!
-//! Sections appear when there is something to show: per-input statistics (what capinfos
-//! reports), the largest conversations (what tshark's `-z conv` reports), messages per node
-//! pair (the busiest `top`), clock offsets and address translations. State: the latest statistics per origin, the top `top` conversations by bytes
-//! (a bounded heap) with a total count, and one aggregate per node pair: bounded by the number
-//! of origins, `top`, and node pairs, never by the number of records.
+//! Sections appear when there is something to show: path patterns (the `top` by the chosen
+//! rank, each as a tree with its node delays and network latencies), per-input statistics
+//! (what capinfos reports), the largest conversations (what tshark's `-z conv` reports),
+//! messages per node pair (the busiest `top`), clock offsets and address translations. On a
+//! terminal the path patterns refresh in place while the run goes on (at most once a second).
+//! State: the latest cumulative report per pattern, the latest statistics per origin, the top
+//! `top` conversations by bytes (a bounded heap) with a total count, and one aggregate per
+//! node pair: bounded by the number of patterns, origins, `top`, and node pairs, never by the
+//! number of records.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 use std::fmt::Write as _;
 use std::time::{Duration, UNIX_EPOCH};
 
-use causeway_operators::{ClockOffset, Flow, OriginStats};
+use causeway_operators::{
+    ClockOffset, Flow, HopStats, OriginStats, PathPattern, PatternNode, Rank,
+};
 use causeway_sources::decode::linktype;
 use causeway_sources::{OriginId, Origins};
 
@@ -37,12 +43,20 @@ pub struct Table {
     edges: BTreeMap<(String, String), Edge>,
     clocks: BTreeMap<String, ClockOffset>,
     nat: BTreeMap<(&'static str, String, String), u64>,
+    rank: Rank,
+    patterns: BTreeMap<String, PathPattern>,
+    changed: bool,
+    last_refresh: Option<std::time::Instant>,
 }
 
 impl Table {
     /// A table sink writing to `out`, listing the `top` largest conversations.
-    pub fn new(out: Output, origins: Origins, top: usize) -> Self {
+    pub fn new(out: Output, origins: Origins, top: usize, rank: Rank) -> Self {
         Table {
+            rank,
+            patterns: BTreeMap::new(),
+            changed: false,
+            last_refresh: None,
             out,
             origins,
             top,
@@ -57,6 +71,9 @@ impl Table {
 
     fn render(&self) -> String {
         let mut s = String::new();
+        if !self.patterns.is_empty() {
+            s.push_str(&self.render_patterns());
+        }
         if !self.stats.is_empty() {
             s.push_str(&self.render_stats());
         }
@@ -75,6 +92,40 @@ impl Table {
         if s.is_empty() {
             s.push_str("No records.\n");
         }
+        s
+    }
+
+    fn render_patterns(&self) -> String {
+        let mut ranked: Vec<&PathPattern> =
+            self.patterns.values().filter(|p| p.count > 0).collect();
+        let score = |p: &PathPattern| self.rank.score(p.count, p.expected);
+        ranked.sort_by(|a, b| score(b).total_cmp(&score(a)).then(a.id.cmp(&b.id)));
+        let total: u64 = ranked.iter().map(|p| p.count).sum();
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "Path patterns ({} patterns, {} instances; ranked by {}; top {})",
+            group(ranked.len() as u64),
+            group(total),
+            format!("{:?}", self.rank).to_lowercase(),
+            self.top.min(ranked.len())
+        );
+        for (i, p) in ranked.iter().take(self.top).enumerate() {
+            let _ = writeln!(
+                s,
+                "  #{:<3} {}  count {}  expected {:.1}  max p {:.2}  end-to-end {:.3} ms mean, {:.3} ms p99",
+                i + 1,
+                p.id,
+                group(p.count),
+                p.expected,
+                p.max_probability,
+                p.end_to_end.mean,
+                p.end_to_end.p99
+            );
+            let mut pos = 0;
+            tree_lines(&mut s, &p.tree, &p.hops, &mut pos, 1);
+        }
+        s.push('\n');
         s
     }
 
@@ -306,6 +357,13 @@ impl Sink for Table {
             Record::ClockOffset(c) => {
                 self.clocks.insert(c.domain.name(&self.origins), c.clone());
             }
+            Record::Pattern(p) => {
+                if p.cumulative {
+                    self.patterns.insert(p.id.clone(), p.clone());
+                    self.changed = true;
+                }
+            }
+            Record::Instance(_) => {}
             Record::NatMapping(n) => {
                 self.nat.insert(
                     (
@@ -320,10 +378,63 @@ impl Sink for Table {
         Ok(())
     }
 
+    fn progress(&mut self, _frontier: Option<causeway_sources::Time>) -> Result<(), SinkError> {
+        if !self.out.is_terminal() || !self.changed {
+            return Ok(());
+        }
+        let now = std::time::Instant::now();
+        if self
+            .last_refresh
+            .is_some_and(|t| now.duration_since(t) < Duration::from_secs(1))
+        {
+            return Ok(());
+        }
+        self.last_refresh = Some(now);
+        self.changed = false;
+        // Clear the screen and draw the current patterns from the top.
+        let text = format!("\x1b[H\x1b[2J{}", self.render_patterns());
+        self.out.write_all(text.as_bytes())?;
+        self.out.flush()
+    }
+
     fn finish(&mut self) -> Result<(), SinkError> {
+        if self.last_refresh.is_some() {
+            self.out.write_all(b"\x1b[H\x1b[2J")?;
+        }
         let text = self.render();
         self.out.write_all(text.as_bytes())?;
         self.out.flush()
+    }
+}
+
+/// One line per message of a pattern tree, indented by depth, with its delay and latency.
+fn tree_lines(
+    s: &mut String,
+    node: &PatternNode,
+    hops: &[HopStats],
+    pos: &mut usize,
+    depth: usize,
+) {
+    let here = hops.get(*pos).cloned().unwrap_or_default();
+    *pos += 1;
+    let port = node.dst_port.map_or("*".to_owned(), |p| p.to_string());
+    let edge = format!(
+        "{}{} -> {}:{}",
+        "  ".repeat(depth),
+        node.src,
+        node.dst,
+        port
+    );
+    let mut facts = Vec::new();
+    if let Some(d) = here.delay {
+        facts.push(format!("delay {:.3} ms (p99 {:.3})", d.mean, d.p99));
+    }
+    if let Some(n) = here.network {
+        facts.push(format!("network {:.3} ms", n.mean));
+    }
+    let _ = writeln!(s, "  {edge:<48} {}", facts.join("  "));
+    for c in &node.children {
+        tree_lines(s, c, hops, pos, depth + 1);
     }
 }
 

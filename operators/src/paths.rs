@@ -1,0 +1,812 @@
+//! `paths` (WAP5 §5.1 step 3, §5.2, §6.6): path instances built from linked messages, and the
+//! path patterns they aggregate into, kept current over a sliding window and in total.
+//!
+//! - **Input**: [`Linked`] messages from `link`.
+//! - **Output**: [`PathRecord`]s: a [`PathPattern`] for every pattern that changed, at every
+//!   snapshot (`every_ns` of event time) and at the end, both over the sliding window
+//!   (`window_ns`; a pattern that left the window is retracted with count 0) and in total;
+//!   with `instances`, every finished [`PathInstance`].
+//! - **Exchange**: all to worker 0 (a path crosses every node, so its messages must meet).
+//! - **Rules**: a message is a root if being spontaneous is probably true or worth trying
+//!   (below). From each root, the instance grows through the possible children of its
+//!   messages: a link of probability `q` is *probably true* (`q ≥ 0.75`: included, factor
+//!   `q`), *probably false* (`q ≤ 0.25` and not the child's most likely cause: left out,
+//!   factor `1 − q`), or otherwise *try-both*: two instances, one with and one without it,
+//!   while the root has try-both decisions left (`try_both`), after which the child's most
+//!   likely cause wins. An instance's probability is the product of its decisions (and of its
+//!   root's probability of being spontaneous). An instance is final once the frontier has
+//!   passed its newest message by `max_delay_ns` plus the lateness (no child can still
+//!   arrive), or once its root is `max_path_ns` old. Nodes are named as in the messages,
+//!   client nodes `CLIENT` and ephemeral ports `*` ([`Ports`]); with `aggregate_roles`,
+//!   servers by their role ([`Names::role`]).
+//! - **Per pattern**: count, expected count (sum of probabilities), maximum probability, and
+//!   probability-weighted distributions ([`Dist`]) of end-to-end time, of each node's delay
+//!   (the receiver's time between the parent's arrival and the child's departure, both in its
+//!   own clock: free of clock offsets) and of each hop's network latency (corrected
+//!   timestamps). The sliding window keeps one bucket per snapshot interval.
+//! - **State**: the linked messages of the last `max_delay_ns` + lateness, and those still
+//!   reachable from a root that is not final; freed as soon as no unfinished root precedes
+//!   them. Per pattern, its totals and the window's buckets (buckets older than the window are
+//!   dropped). Memory follows the message rate times the path duration, plus the number of
+//!   distinct patterns; never the length of the input.
+//! - **Cost**: per root, `O(m · 2^k)` for `m` messages and `k` try-both decisions, plus
+//!   building the pattern's canonical text once per instance.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
+
+use causeway_sources::{Address, Time};
+use serde::{Deserialize, Serialize};
+use timely::dataflow::Stream;
+use timely::dataflow::channels::pact::Exchange;
+use timely::dataflow::operators::generic::Operator;
+
+use crate::dist::{Dist, Summary};
+use crate::link::{Linked, ONE, Prob};
+use crate::message::Message;
+use crate::names::Names;
+use crate::pattern::PatternNode;
+use crate::ports::Ports;
+
+/// Links at least this likely are probably true.
+const PROBABLY_TRUE: f64 = 0.75;
+/// Links at most this likely (and not the most likely cause) are probably false.
+const PROBABLY_FALSE: f64 = 0.25;
+/// Largest instance built.
+const MAX_MESSAGES: usize = 256;
+/// Instances less likely than this are abandoned while they are built.
+const MIN_PROBABILITY: f64 = 1e-3;
+
+/// How path patterns are ranked (WAP5 §6.6).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Rank {
+    /// Expected number of true instances (sum of instance probabilities).
+    #[default]
+    Expected,
+    /// Raw count of instances inferred.
+    Count,
+    /// Expected / count: the mean probability of an instance.
+    Confidence,
+    /// Expected / sqrt(count).
+    Sqrt,
+}
+
+impl Rank {
+    /// The ranking score of a pattern with this `count` and `expected` count.
+    pub fn score(self, count: u64, expected: f64) -> f64 {
+        if count == 0 {
+            return 0.0;
+        }
+        match self {
+            Rank::Expected => expected,
+            Rank::Count => count as f64,
+            Rank::Confidence => expected / count as f64,
+            Rank::Sqrt => expected / (count as f64).sqrt(),
+        }
+    }
+}
+
+/// Parameters of `paths`.
+#[derive(Clone, Debug)]
+pub struct PathsConfig {
+    /// `x` of `link`: the longest a node holds a message.
+    pub max_delay_ns: Time,
+    /// The sources' allowed lateness.
+    pub lateness_ns: Time,
+    /// An instance whose root is this old is final whatever may still come.
+    pub max_path_ns: Time,
+    /// Try-both decisions per root.
+    pub try_both: u32,
+    /// Sliding window of the windowed patterns.
+    pub window_ns: Time,
+    /// Snapshot interval, event time.
+    pub every_ns: Time,
+    /// Whether to output every instance.
+    pub instances: bool,
+    /// Whether to name servers by role.
+    pub aggregate_roles: bool,
+    /// Node names and roles.
+    pub names: Arc<Names>,
+}
+
+impl Default for PathsConfig {
+    fn default() -> Self {
+        PathsConfig {
+            max_delay_ns: 2_000_000_000,
+            lateness_ns: 1_000_000_000,
+            max_path_ns: 60_000_000_000,
+            try_both: 4,
+            window_ns: 60_000_000_000,
+            every_ns: 10_000_000_000,
+            instances: false,
+            aggregate_roles: false,
+            names: Arc::new(Names::new()),
+        }
+    }
+}
+
+/// One hop's distributions in a pattern, in the tree's preorder.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct HopStats {
+    /// The sender's delay before sending it (not for the root).
+    pub delay: Option<Summary>,
+    /// Its network latency (where both sides were observed).
+    pub network: Option<Summary>,
+}
+
+/// A path pattern with its statistics.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PathPattern {
+    /// The pattern id ([`PatternNode::id`]).
+    pub id: String,
+    /// Its shape.
+    pub tree: PatternNode,
+    /// Totals since the start (`true`) or over the sliding window.
+    pub cumulative: bool,
+    /// Event-time span covered, ns.
+    pub window: (Time, Time),
+    /// Instances inferred (0 retracts).
+    pub count: u64,
+    /// Expected number of true instances.
+    pub expected: f64,
+    /// Highest instance probability.
+    pub max_probability: f64,
+    /// End-to-end time.
+    pub end_to_end: Summary,
+    /// Per hop, in preorder.
+    pub hops: Vec<HopStats>,
+    /// Whether this is the final report (the input has ended).
+    pub last: bool,
+}
+
+/// One message of a path instance.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct InstanceMessage {
+    /// Sender, as named in the pattern.
+    pub src: String,
+    /// Receiver, as named in the pattern.
+    pub dst: String,
+    /// Receiver port, `None` when ephemeral.
+    pub dst_port: Option<u16>,
+    /// Sender endpoint.
+    pub src_endpoint: Address,
+    /// Receiver endpoint.
+    pub dst_endpoint: Address,
+    /// Raw send time (sender's clock).
+    pub send_ns: Option<Time>,
+    /// Raw receive time (receiver's clock).
+    pub recv_ns: Option<Time>,
+    /// Index of its parent in the instance, `None` for the root.
+    pub parent: Option<usize>,
+    /// Message-trace row.
+    pub row: Option<u64>,
+}
+
+/// One path instance.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PathInstance {
+    /// Its pattern id.
+    pub pattern: String,
+    /// Product of its decisions.
+    pub probability: f64,
+    /// Messages in preorder (children by send time).
+    pub messages: Vec<InstanceMessage>,
+}
+
+/// What `paths` outputs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum PathRecord {
+    /// A pattern's current statistics.
+    Pattern(PathPattern),
+    /// A finished instance.
+    Instance(PathInstance),
+}
+
+struct Entry {
+    m: Message,
+    children: Vec<(u64, Prob)>,
+    best: Option<u64>,
+    spontaneous: Prob,
+}
+
+#[derive(Default)]
+struct Stats {
+    count: u64,
+    expected: f64,
+    max_p: f64,
+    e2e: Dist,
+    delay: Vec<Dist>,
+    network: Vec<Dist>,
+}
+
+impl Stats {
+    fn new(n: usize) -> Stats {
+        Stats {
+            delay: vec![Dist::default(); n],
+            network: vec![Dist::default(); n],
+            ..Stats::default()
+        }
+    }
+
+    fn merge(&mut self, o: &Stats) {
+        self.count += o.count;
+        self.expected += o.expected;
+        self.max_p = self.max_p.max(o.max_p);
+        self.e2e.merge(&o.e2e);
+        for (a, b) in self.delay.iter_mut().zip(&o.delay) {
+            a.merge(b);
+        }
+        for (a, b) in self.network.iter_mut().zip(&o.network) {
+            a.merge(b);
+        }
+    }
+
+    fn hops(&self) -> Vec<HopStats> {
+        let opt = |d: &Dist| (!d.is_empty()).then(|| d.summary());
+        self.delay
+            .iter()
+            .zip(&self.network)
+            .map(|(d, n)| HopStats {
+                delay: opt(d),
+                network: opt(n),
+            })
+            .collect()
+    }
+}
+
+struct Agg {
+    tree: PatternNode,
+    total: Stats,
+    first_ns: Time,
+    buckets: VecDeque<(Time, Stats)>,
+    touched: bool,
+    /// Whether the last windowed report had a count.
+    shown: bool,
+}
+
+/// One finished instance, before aggregation.
+struct Built {
+    tree: PatternNode,
+    messages: Vec<InstanceMessage>,
+    probability: f64,
+    e2e: Option<i64>,
+    /// Per preorder position: (delay, network) in ns.
+    hops: Vec<(Option<i64>, Option<i64>)>,
+}
+
+/// One instance as it is built: its messages with their parents' positions, and its
+/// probability.
+type Hypothesis = (Vec<(u64, Option<usize>)>, f64);
+
+/// The state of the `paths` operator.
+struct Paths {
+    config: PathsConfig,
+    entries: HashMap<u64, Entry>,
+    order: VecDeque<(Time, u64)>,
+    pending: BTreeSet<(Time, u64)>,
+    pending_roots: BTreeSet<(Time, u64)>,
+    ports: Ports,
+    patterns: HashMap<String, Agg>,
+    ids: HashMap<String, String>,
+    next_snapshot: Option<Time>,
+    last_expiry: Time,
+}
+
+impl Paths {
+    fn settle(&self) -> Time {
+        self.config
+            .max_delay_ns
+            .saturating_add(self.config.lateness_ns)
+    }
+
+    fn insert(&mut self, l: Linked) {
+        let t = l.message.event_ns;
+        self.ports
+            .observe(&l.message.src_endpoint, &l.message.dst_endpoint, t);
+        for &(p, q) in &l.parents {
+            if let Some(e) = self.entries.get_mut(&p) {
+                e.children.push((l.id, q));
+            }
+        }
+        let s = f64::from(l.spontaneous) / f64::from(ONE);
+        if decide(s, l.best.is_none()) != Decision::False {
+            self.pending.insert((t.saturating_add(self.settle()), l.id));
+            self.pending_roots.insert((t, l.id));
+        }
+        self.order.push_back((t, l.id));
+        self.entries.insert(
+            l.id,
+            Entry {
+                m: l.message,
+                children: Vec::new(),
+                best: l.best,
+                spontaneous: l.spontaneous,
+            },
+        );
+        self.next_snapshot
+            .get_or_insert((t / self.config.every_ns + 1) * self.config.every_ns);
+    }
+
+    /// The instances from `root`: (messages with parent positions, probability).
+    fn enumerate(&self, root: u64) -> Vec<Hypothesis> {
+        struct Partial {
+            msgs: Vec<(u64, Option<usize>)>,
+            i: usize,
+            j: usize,
+            prob: f64,
+            budget: u32,
+        }
+        let Some(r) = self.entries.get(&root) else {
+            return Vec::new();
+        };
+        let s = f64::from(r.spontaneous) / f64::from(ONE);
+        let mut out = Vec::new();
+        let mut stack = vec![Partial {
+            msgs: vec![(root, None)],
+            i: 0,
+            j: 0,
+            prob: s,
+            budget: self.config.try_both,
+        }];
+        while let Some(mut p) = stack.pop() {
+            loop {
+                if p.prob < MIN_PROBABILITY {
+                    break;
+                }
+                if p.i >= p.msgs.len() || p.msgs.len() >= MAX_MESSAGES {
+                    out.push((p.msgs, p.prob));
+                    break;
+                }
+                let id = p.msgs[p.i].0;
+                let Some(e) = self.entries.get(&id) else {
+                    p.i += 1;
+                    p.j = 0;
+                    continue;
+                };
+                let Some(&(c, q)) = e.children.get(p.j) else {
+                    p.i += 1;
+                    p.j = 0;
+                    continue;
+                };
+                p.j += 1;
+                if p.msgs.iter().any(|m| m.0 == c) {
+                    continue;
+                }
+                let Some(ce) = self.entries.get(&c) else {
+                    continue;
+                };
+                let q = f64::from(q) / f64::from(ONE);
+                let is_best = ce.best == Some(id);
+                let parent = Some(p.i);
+                match decide(q, is_best) {
+                    Decision::True => {
+                        p.prob *= q;
+                        p.msgs.push((c, parent));
+                    }
+                    Decision::False => p.prob *= 1.0 - q,
+                    Decision::Both if p.budget > 0 => {
+                        p.budget -= 1;
+                        stack.push(Partial {
+                            msgs: p.msgs.clone(),
+                            i: p.i,
+                            j: p.j,
+                            prob: p.prob * (1.0 - q),
+                            budget: p.budget,
+                        });
+                        p.prob *= q;
+                        p.msgs.push((c, parent));
+                    }
+                    Decision::Both => {
+                        if is_best {
+                            p.prob *= q;
+                            p.msgs.push((c, parent));
+                        } else {
+                            p.prob *= 1.0 - q;
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn label(&self, e: &Address, peer: &Address, node: &str) -> String {
+        if self.ports.client(e, peer) {
+            "CLIENT".to_owned()
+        } else if self.config.aggregate_roles {
+            self.config.names.role(node).to_owned()
+        } else {
+            node.to_owned()
+        }
+    }
+
+    fn build(&self, msgs: &[(u64, Option<usize>)], probability: f64) -> Option<Built> {
+        let entries: Vec<&Entry> = msgs
+            .iter()
+            .map(|(id, _)| self.entries.get(id))
+            .collect::<Option<_>>()?;
+        let n = msgs.len();
+        let mut children: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for (i, (_, p)) in msgs.iter().enumerate() {
+            if let Some(p) = p {
+                children[*p].push(i);
+            }
+        }
+        let send_key = |i: usize| {
+            let m = &entries[i].m;
+            (m.send_ns.or(m.recv_ns).unwrap_or(m.event_ns), i)
+        };
+        for c in &mut children {
+            c.sort_by_key(|&i| send_key(i));
+        }
+        // Preorder.
+        let mut order: Vec<(usize, Option<usize>)> = Vec::with_capacity(n);
+        let mut stack = vec![(0usize, None)];
+        while let Some((i, pp)) = stack.pop() {
+            let pos = order.len();
+            order.push((i, pp));
+            for &c in children[i].iter().rev() {
+                stack.push((c, Some(pos)));
+            }
+        }
+        let labels: Vec<(String, String, Option<u16>)> = entries
+            .iter()
+            .map(|e| {
+                let m = &e.m;
+                let port = match &m.dst_endpoint {
+                    Address::Endpoint(d) if self.ports.fixed(&m.dst_endpoint, &m.src_endpoint) => {
+                        Some(d.port)
+                    }
+                    _ => None,
+                };
+                (
+                    self.label(&m.src_endpoint, &m.dst_endpoint, &m.src),
+                    self.label(&m.dst_endpoint, &m.src_endpoint, &m.dst),
+                    port,
+                )
+            })
+            .collect();
+        fn tree(
+            i: usize,
+            labels: &[(String, String, Option<u16>)],
+            children: &[Vec<usize>],
+        ) -> PatternNode {
+            PatternNode {
+                src: labels[i].0.clone(),
+                dst: labels[i].1.clone(),
+                dst_port: labels[i].2,
+                children: children[i]
+                    .iter()
+                    .map(|&c| tree(c, labels, children))
+                    .collect(),
+            }
+        }
+        let pattern = tree(0, &labels, &children);
+        let mut out_msgs = Vec::with_capacity(n);
+        let mut hops = Vec::with_capacity(n);
+        let (mut first, mut last) = (i64::MAX, i64::MIN);
+        for &(i, pp) in &order {
+            let m = &entries[i].m;
+            let send = m.send_corrected_ns.or(m.send_ns);
+            let recv = m.recv_corrected_ns.or(m.recv_ns);
+            if let Some(s) = send {
+                first = first.min(s as i64);
+                last = last.max(s as i64);
+            }
+            if let Some(r) = recv {
+                first = first.min(r as i64);
+                last = last.max(r as i64);
+            }
+            let network = match (m.send_corrected_ns, m.recv_corrected_ns) {
+                (Some(s), Some(r)) => Some(r as i64 - s as i64),
+                _ => match (m.send_ns, m.recv_ns, &m.send_domain, &m.recv_domain) {
+                    (Some(s), Some(r), Some(a), Some(b)) if a == b => Some(r as i64 - s as i64),
+                    _ => None,
+                },
+            };
+            let delay = pp.and_then(|pp| {
+                let parent = &entries[order[pp].0].m;
+                match (m.send_ns, parent.recv_ns) {
+                    (Some(s), Some(r)) => Some(s as i64 - r as i64),
+                    _ => None,
+                }
+            });
+            hops.push((delay, network));
+            out_msgs.push(InstanceMessage {
+                src: labels[i].0.clone(),
+                dst: labels[i].1.clone(),
+                dst_port: labels[i].2,
+                src_endpoint: m.src_endpoint.clone(),
+                dst_endpoint: m.dst_endpoint.clone(),
+                send_ns: m.send_ns,
+                recv_ns: m.recv_ns,
+                parent: pp,
+                row: m.row,
+            });
+        }
+        Some(Built {
+            tree: pattern,
+            messages: out_msgs,
+            probability,
+            e2e: (first <= last).then_some(last - first),
+            hops,
+        })
+    }
+
+    fn aggregate(&mut self, root_ns: Time, b: &Built) -> String {
+        let canonical = b.tree.canonical();
+        let id = match self.ids.get(&canonical) {
+            Some(id) => id.clone(),
+            None => {
+                let id = b.tree.id();
+                self.ids.insert(canonical, id.clone());
+                id
+            }
+        };
+        let every = self.config.every_ns;
+        let bucket = root_ns - root_ns % every;
+        let n = b.hops.len();
+        let agg = self.patterns.entry(id.clone()).or_insert_with(|| Agg {
+            tree: b.tree.clone(),
+            total: Stats::new(n),
+            first_ns: root_ns,
+            buckets: VecDeque::new(),
+            touched: false,
+            shown: false,
+        });
+        agg.touched = true;
+        agg.first_ns = agg.first_ns.min(root_ns);
+        let pos = agg.buckets.iter().position(|(s, _)| *s == bucket);
+        let idx = match pos {
+            Some(i) => i,
+            None => {
+                let at = agg.buckets.partition_point(|(s, _)| *s < bucket);
+                agg.buckets.insert(at, (bucket, Stats::new(n)));
+                at
+            }
+        };
+        let w = b.probability;
+        for stats in [&mut agg.total, &mut agg.buckets[idx].1] {
+            stats.count += 1;
+            stats.expected += w;
+            stats.max_p = stats.max_p.max(w);
+            if let Some(e) = b.e2e {
+                stats.e2e.add(e, w);
+            }
+            for (k, (d, net)) in b.hops.iter().enumerate() {
+                if let Some(d) = d {
+                    stats.delay[k].add(*d, w);
+                }
+                if let Some(x) = net {
+                    stats.network[k].add(*x, w);
+                }
+            }
+        }
+        id
+    }
+
+    /// Finishes the roots that are ready at `now` (all of them when `now` is `None`).
+    fn finish_roots(&mut self, now: Option<Time>, out: &mut Vec<PathRecord>) {
+        while let Some(&(ready, root)) = self.pending.first() {
+            if now.is_some_and(|n| ready >= n) {
+                break;
+            }
+            self.pending.remove(&(ready, root));
+            let Some(root_ns) = self.entries.get(&root).map(|e| e.m.event_ns) else {
+                continue;
+            };
+            let instances = self.enumerate(root);
+            let newest = instances
+                .iter()
+                .flat_map(|(msgs, _)| msgs.iter())
+                .filter_map(|(id, _)| self.entries.get(id).map(|e| e.m.event_ns))
+                .max()
+                .unwrap_or(root_ns);
+            let settled = newest.saturating_add(self.settle());
+            if let Some(n) = now {
+                if settled >= n && root_ns.saturating_add(self.config.max_path_ns) >= n {
+                    // A child may still come: look again later.
+                    self.pending.insert((settled.max(ready + 1), root));
+                    continue;
+                }
+            }
+            self.pending_roots.remove(&(root_ns, root));
+            for (msgs, p) in instances {
+                if let Some(b) = self.build(&msgs, p) {
+                    let id = self.aggregate(root_ns, &b);
+                    if self.config.instances {
+                        out.push(PathRecord::Instance(PathInstance {
+                            pattern: id,
+                            probability: b.probability,
+                            messages: b.messages,
+                        }));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Frees messages no unfinished root can reach any more.
+    fn expire(&mut self, now: Time) {
+        let oldest_root = self.pending_roots.first().map(|r| r.0);
+        let settled = now.saturating_sub(self.settle());
+        while let Some(&(t, id)) = self.order.front() {
+            if t >= settled || oldest_root.is_some_and(|r| t >= r) {
+                break;
+            }
+            self.order.pop_front();
+            self.entries.remove(&id);
+        }
+        if now.saturating_sub(self.last_expiry) >= 10_000_000_000 {
+            self.ports.expire(now.saturating_sub(300_000_000_000));
+            self.last_expiry = now;
+        }
+    }
+
+    /// Reports the patterns at snapshot time `at`.
+    fn snapshot(&mut self, at: Time, last: bool, out: &mut Vec<PathRecord>) {
+        let window = self.config.window_ns;
+        let start = at.saturating_sub(window);
+        let mut ids: Vec<&String> = self.patterns.keys().collect();
+        ids.sort();
+        let ids: Vec<String> = ids.into_iter().cloned().collect();
+        for id in ids {
+            let Some(agg) = self.patterns.get_mut(&id) else {
+                continue;
+            };
+            let before = agg.buckets.len();
+            while agg.buckets.front().is_some_and(|(s, _)| *s < start) {
+                agg.buckets.pop_front();
+            }
+            let window_changed = agg.buckets.len() != before;
+            if !(agg.touched || window_changed || last) {
+                continue;
+            }
+            let mut w = Stats::new(agg.total.delay.len());
+            for (_, b) in agg.buckets.iter().filter(|(s, _)| *s < at) {
+                w.merge(b);
+            }
+            if w.count > 0 || agg.shown {
+                out.push(PathRecord::Pattern(pattern_record(
+                    &id,
+                    &agg.tree,
+                    &w,
+                    false,
+                    (start, at),
+                    last,
+                )));
+            }
+            agg.shown = w.count > 0;
+            if agg.touched || last {
+                out.push(PathRecord::Pattern(pattern_record(
+                    &id,
+                    &agg.tree,
+                    &agg.total,
+                    true,
+                    (agg.first_ns, at),
+                    last,
+                )));
+            }
+            agg.touched = false;
+        }
+    }
+}
+
+fn pattern_record(
+    id: &str,
+    tree: &PatternNode,
+    s: &Stats,
+    cumulative: bool,
+    window: (Time, Time),
+    last: bool,
+) -> PathPattern {
+    PathPattern {
+        id: id.to_owned(),
+        tree: tree.clone(),
+        cumulative,
+        window,
+        count: s.count,
+        expected: s.expected,
+        max_probability: s.max_p,
+        end_to_end: s.e2e.summary(),
+        hops: s.hops(),
+        last,
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Decision {
+    True,
+    False,
+    Both,
+}
+
+fn decide(q: f64, is_best: bool) -> Decision {
+    if q >= PROBABLY_TRUE {
+        Decision::True
+    } else if q <= PROBABLY_FALSE && !is_best {
+        Decision::False
+    } else {
+        Decision::Both
+    }
+}
+
+/// The `paths` operator.
+pub trait BuildPaths<'scope> {
+    /// Path instances and patterns from linked messages.
+    fn paths(self, config: PathsConfig) -> Stream<'scope, Time, Vec<PathRecord>>;
+}
+
+impl<'scope> BuildPaths<'scope> for Stream<'scope, Time, Vec<Linked>> {
+    fn paths(self, config: PathsConfig) -> Stream<'scope, Time, Vec<PathRecord>> {
+        self.unary_frontier(Exchange::new(|_: &Linked| 0), "paths", move |cap, _info| {
+            let mut held = Some(cap);
+            let mut paths = Paths {
+                config,
+                entries: HashMap::new(),
+                order: VecDeque::new(),
+                pending: BTreeSet::new(),
+                pending_roots: BTreeSet::new(),
+                ports: Ports::default(),
+                patterns: HashMap::new(),
+                ids: HashMap::new(),
+                next_snapshot: None,
+                last_expiry: 0,
+            };
+            let mut waiting: BTreeMap<(Time, u64), Linked> = BTreeMap::new();
+            move |(input, frontier), output| {
+                input.for_each(|_cap, batch| {
+                    for l in batch.drain(..) {
+                        waiting.insert((l.message.event_ns, l.id), l);
+                    }
+                });
+                let Some(cap) = held.as_mut() else { return };
+                let now = frontier.frontier().iter().next().copied();
+                let mut out = Vec::new();
+                loop {
+                    // Snapshots fall between the messages they cover.
+                    let next_msg = waiting.first_key_value().map(|(k, _)| k.0);
+                    let snap = paths.next_snapshot;
+                    let msg_ready = next_msg.filter(|t| now.is_none_or(|n| *t < n));
+                    match (msg_ready, snap) {
+                        (Some(t), Some(s)) if s <= t => {
+                            paths.finish_roots(Some(s), &mut out);
+                            paths.snapshot(s, false, &mut out);
+                            paths.next_snapshot = Some(s + paths.config.every_ns);
+                        }
+                        (Some(_), _) => {
+                            if let Some(e) = waiting.first_entry() {
+                                paths.insert(e.remove());
+                            }
+                        }
+                        (None, Some(s)) if now.is_some_and(|n| s < n) => {
+                            paths.finish_roots(Some(s), &mut out);
+                            paths.snapshot(s, false, &mut out);
+                            paths.next_snapshot = Some(s + paths.config.every_ns);
+                        }
+                        _ => break,
+                    }
+                }
+                match now {
+                    Some(n) => {
+                        paths.finish_roots(Some(n), &mut out);
+                        paths.expire(n);
+                    }
+                    None => {
+                        paths.finish_roots(None, &mut out);
+                        let end = paths.next_snapshot.unwrap_or(0);
+                        paths.snapshot(end, true, &mut out);
+                    }
+                }
+                if !out.is_empty() {
+                    output.session(&*cap).give_iterator(out.into_iter());
+                }
+                match now {
+                    Some(t) if t > *cap.time() => cap.downgrade(&t),
+                    Some(_) => {}
+                    None => held = None,
+                }
+            }
+        })
+    }
+}

@@ -1,0 +1,134 @@
+//! Fixed and ephemeral ports, servers and clients (WAP5 §2.5.1).
+//!
+//! A port is *fixed* when its endpoint talks to many peer endpoints (a DNS server's 53 talks to
+//! thousands of source ports); a node is a *server* if it uses a fixed port at least once, and
+//! a *client* otherwise. Client nodes are aggregated to `CLIENT` and ephemeral ports to `*`, so
+//! that trees from different clients and source ports aggregate into one pattern.
+//!
+//! [`Ports`] learns this from the messages it is shown: an endpoint is fixed once it has been
+//! seen with [`FIXED_PEERS`] distinct peer endpoints. Until both endpoints of a message have
+//! that much evidence (the first messages of a run), the endpoint whose peer has more peers is
+//! ephemeral and, between two newcomers, the lower port is the fixed one (servers listen on low
+//! ports; Linux and Windows draw ephemeral ports from 32768 and up).
+//!
+//! State: per endpoint, up to [`FIXED_PEERS`] peers and the time it was last seen; per IP,
+//! whether it has a fixed endpoint. Endpoints not seen for `idle_ns` are forgotten
+//! ([`Ports::expire`]), so the table follows the live endpoints, not the length of the run.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+
+use causeway_sources::{Address, Endpoint, Time};
+
+/// Distinct peers that make an endpoint fixed.
+pub const FIXED_PEERS: usize = 3;
+
+#[derive(Clone, Debug, Default)]
+struct Seen {
+    peers: Vec<Endpoint>,
+    last_ns: Time,
+}
+
+/// Learns fixed ports and server nodes from messages.
+#[derive(Clone, Debug, Default)]
+pub struct Ports {
+    endpoints: HashMap<Endpoint, Seen>,
+    servers: HashMap<IpAddr, Time>,
+}
+
+impl Ports {
+    /// Records a message between `a` and `b` at event time `t`.
+    pub fn observe(&mut self, a: &Address, b: &Address, t: Time) {
+        if let (Address::Endpoint(a), Address::Endpoint(b)) = (a, b) {
+            self.note(*a, *b, t);
+            self.note(*b, *a, t);
+        }
+    }
+
+    fn note(&mut self, e: Endpoint, peer: Endpoint, t: Time) {
+        let seen = self.endpoints.entry(e).or_default();
+        seen.last_ns = seen.last_ns.max(t);
+        if seen.peers.len() < FIXED_PEERS && !seen.peers.contains(&peer) {
+            seen.peers.push(peer);
+        }
+        if seen.peers.len() >= FIXED_PEERS {
+            let s = self.servers.entry(e.ip).or_default();
+            *s = (*s).max(t);
+        }
+    }
+
+    fn peers(&self, e: &Endpoint) -> usize {
+        self.endpoints.get(e).map_or(0, |s| s.peers.len())
+    }
+
+    /// Whether `e` is a fixed port, in a message with `peer`.
+    pub fn fixed(&self, e: &Address, peer: &Address) -> bool {
+        let (Address::Endpoint(e), Address::Endpoint(peer)) = (e, peer) else {
+            // UNIX sockets and names: the named side is the fixed one.
+            return matches!(e, Address::Name(_));
+        };
+        let (mine, theirs) = (self.peers(e), self.peers(peer));
+        if mine >= FIXED_PEERS {
+            true
+        } else if theirs >= FIXED_PEERS {
+            false
+        } else if mine != theirs {
+            mine > theirs
+        } else {
+            e.port < peer.port
+        }
+    }
+
+    /// Whether the node at `e` is a client: it has no fixed port, and `e` is not fixed in
+    /// this message with `peer`.
+    pub fn client(&self, e: &Address, peer: &Address) -> bool {
+        match e {
+            Address::Endpoint(ep) => !self.servers.contains_key(&ep.ip) && !self.fixed(e, peer),
+            Address::Name(_) => false,
+        }
+    }
+
+    /// Forgets endpoints (and servers) not seen since `before`.
+    pub fn expire(&mut self, before: Time) {
+        self.endpoints.retain(|_, s| s.last_ns >= before);
+        self.servers.retain(|_, t| *t >= before);
+    }
+
+    /// Endpoints held.
+    pub fn len(&self) -> usize {
+        self.endpoints.len()
+    }
+
+    /// Whether nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.endpoints.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn a(s: &str) -> Address {
+        Address::parse(s)
+    }
+
+    #[test]
+    fn servers_have_fixed_ports_and_clients_do_not() {
+        let mut p = Ports::default();
+        // Before evidence: the lower port is the fixed one.
+        assert!(p.fixed(&a("10.0.0.1:80"), &a("10.1.0.1:40000")));
+        assert!(p.client(&a("10.1.0.1:40000"), &a("10.0.0.1:80")));
+        for port in [40000, 40001, 40002] {
+            p.observe(&a(&format!("10.1.0.1:{port}")), &a("10.0.0.1:80"), 1);
+        }
+        // 10.0.0.1:80 has 3 peers: fixed, and its node a server, also when it calls out
+        // from a high port to a lower one.
+        assert!(p.fixed(&a("10.0.0.1:80"), &a("10.1.0.1:40000")));
+        assert!(!p.fixed(&a("10.1.0.1:40000"), &a("10.0.0.1:80")));
+        assert!(!p.client(&a("10.0.0.1:50000"), &a("10.0.0.9:5432")));
+        assert!(p.client(&a("10.1.0.1:40000"), &a("10.0.0.1:80")));
+        p.expire(2);
+        assert!(p.is_empty());
+    }
+}
