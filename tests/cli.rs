@@ -12,22 +12,6 @@ use std::process::{Command, Stdio};
 
 use common::*;
 
-fn generate(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new(bin())
-        .arg("generate")
-        .args(args)
-        .arg("-o")
-        .arg(dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "generate {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stderr).unwrap()
-}
-
 /// The record count the generator reported for `file`.
 fn generated_records(report: &str, file: &str) -> u64 {
     let line = report

@@ -6,25 +6,8 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::path::Path;
-use std::process::Command;
 
 use common::*;
-
-fn generate(dir: &Path, args: &[&str]) {
-    let out = Command::new(bin())
-        .arg("generate")
-        .args(args)
-        .arg("-o")
-        .arg(dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "generate {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 /// While analyze works through a long trace of a steady workload, successive snapshots report
 /// growing counts for the same patterns; the final totals agree with the truth's busiest

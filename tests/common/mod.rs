@@ -373,3 +373,20 @@ impl Drop for Netns {
             .output();
     }
 }
+
+/// Runs `causeway generate ARGS -o DIR`, failing on error; returns its report (stderr).
+pub fn generate(dir: &std::path::Path, args: &[&str]) -> String {
+    let out = std::process::Command::new(bin())
+        .arg("generate")
+        .args(args)
+        .arg("-o")
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "generate {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stderr).unwrap()
+}
