@@ -156,45 +156,67 @@ impl Record {
             }),
             Record::Pattern(p) => {
                 let mut pos = 0;
-                json!({
-                    "schema": SCHEMA,
-                    "kind": "pattern",
-                    "id": p.id,
-                    "cumulative": p.cumulative,
-                    "window": {"start_ns": p.window.0, "end_ns": p.window.1},
-                    "count": p.count,
-                    "expected": p.expected,
-                    "max_probability": p.max_probability,
-                    "end_to_end_ms": summary(&p.end_to_end),
-                    "canonical": p.tree.canonical(),
-                    "root": tree_json(&p.tree, &p.hops, &mut pos),
-                    "final": p.last,
-                })
+                object([
+                    ("schema", json!(SCHEMA)),
+                    ("kind", json!("pattern")),
+                    ("id", json!(p.id)),
+                    ("cumulative", json!(p.cumulative)),
+                    (
+                        "window",
+                        json!({"start_ns": p.window.0, "end_ns": p.window.1}),
+                    ),
+                    ("count", json!(p.count)),
+                    ("expected", json!(p.expected)),
+                    ("max_probability", json!(p.max_probability)),
+                    ("end_to_end_ms", summary(&p.end_to_end)),
+                    ("canonical", Value::String(p.tree.canonical())),
+                    ("root", tree_json(&p.tree, &p.hops, &mut pos)),
+                    ("final", json!(p.last)),
+                ])
             }
-            Record::Instance(i) => json!({
-                "schema": SCHEMA,
-                "kind": "instance",
-                "pattern": i.pattern,
-                "probability": i.probability,
-                "messages": i.messages.iter().map(|m| {
-                    let mut v = json!({
-                        "src": m.src,
-                        "dst": m.dst,
-                        "dst_port": m.dst_port,
-                        "src_endpoint": m.src_endpoint.to_string(),
-                        "dst_endpoint": m.dst_endpoint.to_string(),
-                        "send_ns": m.send_ns,
-                        "recv_ns": m.recv_ns,
-                        "parent": m.parent,
-                    });
-                    if let (Some(row), Value::Object(o)) = (m.row, &mut v) {
-                        o.insert("row".into(), json!(row));
-                    }
-                    v
-                }).collect::<Vec<_>>(),
-            }),
+            Record::Instance(i) => {
+                let messages = i
+                    .messages
+                    .iter()
+                    .map(|m| {
+                        let mut o = object([
+                            ("src", json!(m.src)),
+                            ("dst", json!(m.dst)),
+                            ("dst_port", json!(m.dst_port)),
+                            ("src_endpoint", Value::String(m.src_endpoint.to_string())),
+                            ("dst_endpoint", Value::String(m.dst_endpoint.to_string())),
+                            ("send_ns", json!(m.send_ns)),
+                            ("recv_ns", json!(m.recv_ns)),
+                            ("parent", json!(m.parent)),
+                        ]);
+                        if let (Some(row), Value::Object(o)) = (m.row, &mut o) {
+                            o.insert("row".into(), json!(row));
+                        }
+                        o
+                    })
+                    .collect();
+                object([
+                    ("schema", json!(SCHEMA)),
+                    ("kind", json!("instance")),
+                    ("pattern", json!(i.pattern)),
+                    ("probability", json!(i.probability)),
+                    ("messages", Value::Array(messages)),
+                ])
+            }
         }
     }
+}
+
+/// A JSON object from its fields in order. Unlike `json!`, which serializes every interpolated
+/// value again (a deep copy of each nested tree, quadratic in the depth of a pattern tree), this
+/// moves the values in.
+fn object<const N: usize>(fields: [(&str, Value); N]) -> Value {
+    Value::Object(
+        fields
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect(),
+    )
 }
 
 fn summary(s: &Summary) -> Value {
@@ -210,12 +232,12 @@ fn tree_json(node: &PatternNode, hops: &[HopStats], pos: &mut usize) -> Value {
         .iter()
         .map(|c| tree_json(c, hops, pos))
         .collect();
-    let mut v = json!({
-        "src": node.src,
-        "dst": node.dst,
-        "dst_port": node.dst_port,
-        "children": children,
-    });
+    let mut v = object([
+        ("src", json!(node.src)),
+        ("dst", json!(node.dst)),
+        ("dst_port", json!(node.dst_port)),
+        ("children", Value::Array(children)),
+    ]);
     if let Value::Object(o) = &mut v {
         if let Some(n) = &here.network {
             o.insert("network_ms".into(), summary(n));
