@@ -79,6 +79,7 @@ fn bench_decode(c: &mut Criterion) {
         });
         let no_hash = DecodeOptions {
             hash_payload: false,
+            ..DecodeOptions::default()
         };
         g.bench_function(format!("{name}_no_hash"), |b| {
             b.iter(|| decode(black_box(&frame), OriginId(0), no_hash))

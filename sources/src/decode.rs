@@ -69,12 +69,27 @@ pub mod linktype {
 pub struct DecodeOptions {
     /// Hash payloads (needed to match copies across sniffers; `stats` does not need it).
     pub hash_payload: bool,
+    /// What a node is in socket-call logs.
+    pub node_granularity: NodeGranularity,
 }
 
 impl Default for DecodeOptions {
     fn default() -> Self {
-        DecodeOptions { hash_payload: true }
+        DecodeOptions {
+            hash_payload: true,
+            node_granularity: NodeGranularity::Process,
+        }
     }
+}
+
+/// What a node is, for inputs that know processes (socket-call logs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum NodeGranularity {
+    /// Each process: `program[pid]@host`.
+    #[default]
+    Process,
+    /// Each host: all its processes are one node.
+    Host,
 }
 
 /// Whether a decoded packet was carried over IPv6.

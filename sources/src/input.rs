@@ -14,6 +14,7 @@ use crate::decode::DecodeOptions;
 use crate::origin::{OriginId, Origins, default_origin_name};
 use crate::pcap::{CaptureFormat, FrameReader, OpenError, hex_prefix};
 use crate::reader::{ObservationReader, PacketReader, RowReader};
+use crate::socketlog::SocketLogReader;
 use crate::trace::{TraceReader, looks_like_header};
 
 /// One input as given on the command line.
@@ -66,6 +67,8 @@ pub enum InputKind {
     Capture,
     /// A message trace.
     MessageTrace,
+    /// A directory of socket-call logs.
+    SocketLog,
 }
 
 /// A byte counter shared with a progress display: bytes consumed from the file (compressed
@@ -139,9 +142,14 @@ pub fn open(
     } else {
         let path = Path::new(&spec.path);
         if path.is_dir() {
-            return Err(fail(
-                "is a directory; give capture files (pcap, pcapng) or message traces (csv)".into(),
-            ));
+            let reader = SocketLogReader::open(path, spec.origin, decode.node_granularity)
+                .map_err(|reason| {
+                    fail(format!(
+                        "{reason}; give a capture directory of `causeway capture`, capture files \
+                     (pcap, pcapng) or message traces (csv)"
+                    ))
+                })?;
+            return Ok((Box::new(reader), InputKind::SocketLog));
         }
         let file = File::open(path).map_err(|e| fail(e.to_string()))?;
         Box::new(Counting {

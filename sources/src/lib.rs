@@ -4,6 +4,7 @@
 //! - [`pcap`]: frames from classic pcap and pcapng streams, with damage handling;
 //! - [`decode`]: frames to [`Packet`] observations (link layer, IP, TCP/UDP);
 //! - [`trace`]: message-trace CSV rows to [`TraceRow`] observations;
+//! - [`socketlog`]: directories of socket-call logs to [`SocketCall`] observations;
 //! - [`input`]: command-line inputs (`NAME=PATH`, `-`, gzip) opened and format-detected;
 //! - [`reader`]: an [`ObservationReader`] per input, counting into [`SourceStats`];
 //! - [`operator`]: the timely `source` operator that merges a worker's readers in event time
@@ -22,6 +23,7 @@ pub mod operator;
 pub mod origin;
 pub mod pcap;
 pub mod reader;
+pub mod socketlog;
 pub mod stats;
 pub mod trace;
 
@@ -29,7 +31,8 @@ use serde::{Deserialize, Serialize};
 
 pub use input::{InputError, InputKind, InputSpec, ProgressCounter, open, open_stream};
 pub use observation::{
-    Address, Batch, Endpoint, MessageKind, Nanos, Packet, Protocol, TcpFields, TcpFlags, TraceRow,
+    Address, Batch, Direction, Endpoint, MessageKind, Nanos, Packet, Protocol, SocketCall,
+    TcpFields, TcpFlags, TraceRow, Transport,
 };
 pub use operator::{SourceConfig, SourceStreams, read_inputs};
 pub use origin::{Alignment, OriginId, Origins};

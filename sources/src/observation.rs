@@ -282,6 +282,79 @@ impl TraceRow {
     }
 }
 
+/// How a socket carries data.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+pub enum Transport {
+    /// TCP: a byte stream.
+    #[default]
+    Tcp,
+    /// UDP datagrams.
+    Udp,
+    /// A UNIX-domain stream socket.
+    UnixStream,
+    /// UNIX-domain datagrams.
+    UnixDgram,
+}
+
+impl Transport {
+    /// Whether it carries a byte stream (writes and reads need not align) rather than
+    /// datagrams.
+    pub fn is_stream(self) -> bool {
+        matches!(self, Transport::Tcp | Transport::UnixStream)
+    }
+
+    /// The packet protocol, for IP transports.
+    pub fn protocol(self) -> Option<Protocol> {
+        match self {
+            Transport::Tcp => Some(Protocol::Tcp),
+            Transport::Udp => Some(Protocol::Udp),
+            Transport::UnixStream | Transport::UnixDgram => None,
+        }
+    }
+}
+
+/// Which way data went in a socket call.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+pub enum Direction {
+    /// The process sent (write, send, sendto, sendmsg, writev, sendfile).
+    #[default]
+    Send,
+    /// The process received (read, recv, recvfrom, recvmsg, readv).
+    Recv,
+}
+
+/// One data-carrying socket call of a traced process (WAP5 §3, Table 1), with its descriptor
+/// already resolved to the connection's two endpoints by the socket-log source.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct SocketCall {
+    /// The capture it came from: one traced host, whose clock stamped it.
+    pub origin: OriginId,
+    /// Time of the call (CLOCK_REALTIME of the traced host), ns.
+    pub ts_ns: Nanos,
+    /// The process (`program[pid]@host`) or the host, as `--node-granularity` says.
+    pub node: String,
+    /// How the socket carries data.
+    pub transport: Transport,
+    /// This process's end of the connection: `ip:port`, or `unix:PATH` (the server side of a
+    /// UNIX socket) / `unix:PATH#PID` (its client side).
+    pub local: Address,
+    /// The other end, named the same way.
+    pub peer: Address,
+    /// Sent or received.
+    pub direction: Direction,
+    /// For stream sockets: bytes this process had already sent (or received) on the connection
+    /// before this call, so that both ends number the bytes alike.
+    pub offset: u64,
+    /// Bytes the call moved (its return value).
+    pub bytes: u64,
+    /// For datagrams: a hash of the payload, equal on both ends.
+    pub payload_hash: u64,
+}
+
 /// A batch of observations from one reader, by kind. A reader fills only the vector of its own
 /// kind; the source operator sends each vector on its own typed stream.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -290,12 +363,14 @@ pub struct Batch {
     pub packets: Vec<Packet>,
     /// Message-trace rows.
     pub rows: Vec<TraceRow>,
+    /// Socket calls.
+    pub calls: Vec<SocketCall>,
 }
 
 impl Batch {
     /// Number of observations.
     pub fn len(&self) -> usize {
-        self.packets.len() + self.rows.len()
+        self.packets.len() + self.rows.len() + self.calls.len()
     }
 
     /// Whether it holds nothing.
@@ -307,13 +382,15 @@ impl Batch {
     pub fn clear(&mut self) {
         self.packets.clear();
         self.rows.clear();
+        self.calls.clear();
     }
 
     /// Event time of the `i`-th observation of the (single) kind it holds.
     pub fn ts_at(&self, i: usize) -> Option<Nanos> {
-        match self.packets.get(i) {
-            Some(p) => Some(p.ts_ns),
-            None => self.rows.get(i).map(TraceRow::ts_ns),
+        match (self.packets.get(i), self.rows.get(i)) {
+            (Some(p), _) => Some(p.ts_ns),
+            (None, Some(r)) => Some(r.ts_ns()),
+            (None, None) => self.calls.get(i).map(|c| c.ts_ns),
         }
     }
 }

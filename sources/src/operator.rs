@@ -2,7 +2,7 @@
 //!
 //! - **Input**: the [`ObservationReader`]s assigned to this worker (each input is read by
 //!   exactly one worker).
-//! - **Outputs**: [`Packet`]s, [`TraceRow`]s, and [`SourceEvent`]s (per-origin count deltas
+//! - **Outputs**: [`Packet`]s, [`TraceRow`]s, [`SocketCall`]s, and [`SourceEvent`]s (per-origin count deltas
 //!   and warnings, as data). Observations are merged across this worker's readers in
 //!   timestamp order and sent at the operator's current capability, which never exceeds their
 //!   event time unless they are late (see below). Timely time is event time in ns, quantised
@@ -29,7 +29,7 @@ use timely::dataflow::operators::generic::OutputBuilder;
 use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
 use timely::dataflow::{ProbeHandle, Scope, Stream};
 
-use crate::observation::{Batch, Nanos, Packet, TraceRow};
+use crate::observation::{Batch, Nanos, Packet, SocketCall, TraceRow};
 use crate::origin::Alignment;
 use crate::reader::ObservationReader;
 use crate::stats::SourceStats;
@@ -68,6 +68,8 @@ pub struct SourceStreams<'scope> {
     pub packets: Stream<'scope, Time, Vec<Packet>>,
     /// Message-trace rows.
     pub rows: Stream<'scope, Time, Vec<TraceRow>>,
+    /// Socket calls from socket-call logs.
+    pub calls: Stream<'scope, Time, Vec<SocketCall>>,
     /// Count deltas and warnings.
     pub events: Stream<'scope, Time, Vec<SourceEvent>>,
 }
@@ -137,8 +139,10 @@ fn note_sent(newest: &mut Option<Nanos>, late: &mut u64, ts: Nanos, lateness: Na
 trait Emit {
     fn packet(&mut self, p: Packet);
     fn row(&mut self, r: TraceRow);
+    fn call(&mut self, c: SocketCall);
     fn packets(&mut self, batch: &mut Vec<Packet>);
     fn rows(&mut self, batch: &mut Vec<TraceRow>);
+    fn calls(&mut self, batch: &mut Vec<SocketCall>);
 }
 
 /// Merges readers by timestamp and keeps the watermark.
@@ -207,6 +211,7 @@ impl Merger {
                     .iter()
                     .map(|p| p.ts_ns)
                     .chain(batch.rows.iter().map(TraceRow::ts_ns))
+                    .chain(batch.calls.iter().map(|c| c.ts_ns))
                 {
                     note_sent(newest, late, ts.saturating_add_signed(-*offset), lateness);
                 }
@@ -217,6 +222,9 @@ impl Merger {
                 }
                 if !b.rows.is_empty() {
                     out.rows(&mut b.rows);
+                }
+                if !b.calls.is_empty() {
+                    out.calls(&mut b.calls);
                 }
                 b.clear();
             } else {
@@ -235,6 +243,10 @@ impl Merger {
                         let r = std::mem::take(r);
                         lane.sent(r.ts_ns().saturating_add_signed(-lane.offset), lateness);
                         out.row(r);
+                    } else if let Some(c) = lane.batch.calls.get_mut(pos) {
+                        let c = std::mem::take(c);
+                        lane.sent(c.ts_ns.saturating_add_signed(-lane.offset), lateness);
+                        out.call(c);
                     }
                 }
                 sent += take;
@@ -284,9 +296,11 @@ pub fn read_inputs<'scope>(
     let activator = scope.activator_for(builder.operator_info().address);
     let (packets_out, packets) = builder.new_output::<Vec<Packet>>();
     let (rows_out, rows) = builder.new_output::<Vec<TraceRow>>();
+    let (calls_out, calls) = builder.new_output::<Vec<SocketCall>>();
     let (events_out, events) = builder.new_output::<Vec<SourceEvent>>();
     let mut packets_out = OutputBuilder::from(packets_out);
     let mut rows_out = OutputBuilder::from(rows_out);
+    let mut calls_out = OutputBuilder::from(calls_out);
     let mut events_out = OutputBuilder::from(events_out);
     let lanes = readers
         .into_iter()
@@ -308,10 +322,11 @@ pub fn read_inputs<'scope>(
 
     builder.build(move |mut capabilities| {
         let event_cap = capabilities.pop();
+        let call_cap = capabilities.pop();
         let row_cap = capabilities.pop();
         let packet_cap = capabilities.pop();
-        let mut caps = match (packet_cap, row_cap, event_cap) {
-            (Some(p), Some(r), Some(e)) => Some([p, r, e]),
+        let mut caps = match (packet_cap, row_cap, call_cap, event_cap) {
+            (Some(p), Some(r), Some(c), Some(e)) => Some([p, r, c, e]),
             _ => None,
         };
         move |_frontiers| {
@@ -336,9 +351,11 @@ pub fn read_inputs<'scope>(
             {
                 let mut packets = packets_out.activate();
                 let mut rows = rows_out.activate();
+                let mut calls = calls_out.activate();
                 let mut sessions = Sessions {
                     packets: packets.session(&caps_now[0]),
                     rows: rows.session(&caps_now[1]),
+                    calls: calls.session(&caps_now[2]),
                 };
                 merger.emit(&mut sessions);
             }
@@ -347,7 +364,7 @@ pub fn read_inputs<'scope>(
             if !batch.is_empty() {
                 let mut handle = events_out.activate();
                 handle
-                    .session(&caps_now[2])
+                    .session(&caps_now[3])
                     .give_iterator(batch.into_iter());
             }
             if finished {
@@ -360,36 +377,36 @@ pub fn read_inputs<'scope>(
     SourceStreams {
         packets,
         rows,
+        calls,
         events,
     }
 }
 
-struct Sessions<P, R> {
+type Session<'a, 'b, T, D, C> = timely::dataflow::operators::generic::Session<
+    'a,
+    'b,
+    T,
+    timely::container::CapacityContainerBuilder<Vec<D>>,
+    C,
+>;
+
+struct Sessions<P, R, S> {
     packets: P,
     rows: R,
+    calls: S,
 }
 
-impl<'a, 'b, T, CT, CR> Emit
+impl<'a, 'b, T, CP, CR, CS> Emit
     for Sessions<
-        timely::dataflow::operators::generic::Session<
-            'a,
-            'b,
-            T,
-            timely::container::CapacityContainerBuilder<Vec<Packet>>,
-            CT,
-        >,
-        timely::dataflow::operators::generic::Session<
-            'a,
-            'b,
-            T,
-            timely::container::CapacityContainerBuilder<Vec<TraceRow>>,
-            CR,
-        >,
+        Session<'a, 'b, T, Packet, CP>,
+        Session<'a, 'b, T, TraceRow, CR>,
+        Session<'a, 'b, T, SocketCall, CS>,
     >
 where
     T: timely::progress::Timestamp,
-    CT: timely::dataflow::operators::CapabilityTrait<T>,
+    CP: timely::dataflow::operators::CapabilityTrait<T>,
     CR: timely::dataflow::operators::CapabilityTrait<T>,
+    CS: timely::dataflow::operators::CapabilityTrait<T>,
 {
     fn packet(&mut self, p: Packet) {
         self.packets.give(p);
@@ -397,10 +414,16 @@ where
     fn row(&mut self, r: TraceRow) {
         self.rows.give(r);
     }
+    fn call(&mut self, c: SocketCall) {
+        self.calls.give(c);
+    }
     fn packets(&mut self, batch: &mut Vec<Packet>) {
         self.packets.give_container(batch);
     }
     fn rows(&mut self, batch: &mut Vec<TraceRow>) {
         self.rows.give_container(batch);
+    }
+    fn calls(&mut self, batch: &mut Vec<SocketCall>) {
+        self.calls.give_container(batch);
     }
 }

@@ -36,11 +36,14 @@ pub enum SkipReason {
     BadRow,
     /// A message-trace row with neither a send nor a receive timestamp.
     NoTimestamp,
+    /// A send or receive on a socket whose two ends the socket-call log does not name (a
+    /// socket inherited from before the capture, a socket pair, a UNIX datagram socket).
+    UnnamedSocket,
 }
 
 impl SkipReason {
     /// Every reason, in a fixed order.
-    pub const ALL: [SkipReason; 11] = [
+    pub const ALL: [SkipReason; 12] = [
         SkipReason::CorruptRecord,
         SkipReason::TruncatedRecord,
         SkipReason::UnknownBlock,
@@ -52,6 +55,7 @@ impl SkipReason {
         SkipReason::MalformedHeader,
         SkipReason::BadRow,
         SkipReason::NoTimestamp,
+        SkipReason::UnnamedSocket,
     ];
 
     /// The snake_case name used in output.
@@ -68,6 +72,7 @@ impl SkipReason {
             SkipReason::MalformedHeader => "malformed_header",
             SkipReason::BadRow => "bad_row",
             SkipReason::NoTimestamp => "no_timestamp",
+            SkipReason::UnnamedSocket => "unnamed_socket",
         }
     }
 

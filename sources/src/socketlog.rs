@@ -1,0 +1,761 @@
+//! The socket-log source: a directory of socket-call logs written by `causeway capture` (the
+//! LD_PRELOAD library, one log per process image) turned into [`SocketCall`] observations.
+//!
+//! - **Input**: a capture directory ([`causeway_capture::read_dir`]). Its logs are opened in
+//!   the order their processes started, when the merge reaches that time, and closed when
+//!   read, so open files follow the processes alive at a time, not all there were.
+//! - **Output**: one [`SocketCall`] per send or receive that moved bytes, its descriptor
+//!   resolved to the connection's two endpoints through the `connect`, `accept`, `bind` and
+//!   `socket` calls before it, across `dup`s, and across `fork` (a child starts with its
+//!   parent's descriptors as they were at the fork) and `exec` (the same process goes on).
+//!   Stream offsets count the bytes each process sent or received on a connection, so both
+//!   ends number the bytes alike. Nodes are `program[pid]@host` (program: the base name of
+//!   `argv[0]`), or the host with [`NodeGranularity::Host`].
+//! - **Order**: a log holds whole records of its threads in the order their buffers were
+//!   flushed, not in time order. Each log is read through a reorder buffer that releases a
+//!   record once the log has shown records [`REORDER_NS`] newer (or has ended); logs are
+//!   merged by time. A record later than that is still sent (and counted late downstream).
+//! - **Damage**: a log cut short (its process killed mid-write) is read up to the damage; the
+//!   damage is reported once, naming the file and offset, and counted. Sends and receives on
+//!   descriptors whose connection the log does not name (sockets inherited from before the
+//!   capture, socket pairs, UNIX datagrams) are counted as `unnamed_socket` and skipped.
+//! - **State**: per live process, its descriptor table; per open log, its reorder buffer
+//!   (records of [`REORDER_NS`]). Freed at each process's end-of-log record.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::fs::File;
+use std::io::BufReader;
+use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
+
+use causeway_capture::{
+    Call, Endpoint as LogEndpoint, LogError, LogHeader, Origin, Reader, Record, SocketKind,
+};
+
+use crate::decode::NodeGranularity;
+use crate::observation::{Address, Batch, Direction, Endpoint, Nanos, SocketCall, Transport};
+use crate::origin::OriginId;
+use crate::stats::{SkipReason, SourceStats};
+use crate::{ObservationReader, Warning, warning_limit};
+
+/// How far (ns) records of one log may be out of time order and still be put back in order.
+pub const REORDER_NS: Nanos = 1_000_000_000;
+
+/// One connection as a process knows it.
+#[derive(Clone, Debug)]
+struct Conn {
+    transport: Option<Transport>,
+    local: Option<Address>,
+    peer: Option<Address>,
+    /// Bytes sent and received so far (stream sockets).
+    sent: u64,
+    received: u64,
+    /// Descriptors referring to it.
+    refs: u32,
+}
+
+/// What the source knows of one process: its node name and its descriptors.
+#[derive(Clone, Debug, Default)]
+struct Process {
+    node: String,
+    fds: HashMap<i32, u64>,
+    conns: HashMap<u64, Conn>,
+    next: u64,
+}
+
+impl Process {
+    fn conn_mut(&mut self, fd: i32) -> Option<&mut Conn> {
+        let id = self.fds.get(&fd)?;
+        self.conns.get_mut(id)
+    }
+
+    /// Points `fd` at a new connection (dropping what it referred to).
+    fn fresh(&mut self, fd: i32, transport: Option<Transport>) -> &mut Conn {
+        self.close(fd);
+        self.next += 1;
+        let id = self.next;
+        self.fds.insert(fd, id);
+        self.conns.entry(id).or_insert(Conn {
+            transport,
+            local: None,
+            peer: None,
+            sent: 0,
+            received: 0,
+            refs: 1,
+        })
+    }
+
+    fn close(&mut self, fd: i32) {
+        if let Some(id) = self.fds.remove(&fd) {
+            if let Some(c) = self.conns.get_mut(&id) {
+                c.refs = c.refs.saturating_sub(1);
+                if c.refs == 0 {
+                    self.conns.remove(&id);
+                }
+            }
+        }
+    }
+
+    fn dup(&mut self, old: i32, new: i32) {
+        if old == new {
+            return;
+        }
+        let Some(&id) = self.fds.get(&old) else {
+            // Not a socket we know: the new descriptor is not one either.
+            self.close(new);
+            return;
+        };
+        self.close(new);
+        self.fds.insert(new, id);
+        if let Some(c) = self.conns.get_mut(&id) {
+            c.refs += 1;
+        }
+    }
+}
+
+/// One log being read, with its reorder buffer.
+struct OpenLog {
+    reader: Reader<BufReader<File>>,
+    key: (String, u32),
+    /// Records read but not yet released, by time (then read order).
+    buffer: BinaryHeap<Reverse<(Nanos, u64, Box<Record>)>>,
+    seq: u64,
+    newest: Nanos,
+    done: bool,
+    started: bool,
+}
+
+impl OpenLog {
+    /// Reads until the oldest buffered record can be released. Errors end the log.
+    fn fill(&mut self, damage: &mut Vec<LogError>) {
+        while !self.done {
+            if let Some(Reverse((t, _, _))) = self.buffer.peek() {
+                if self.newest >= t.saturating_add(REORDER_NS) {
+                    return;
+                }
+            }
+            match self.reader.next() {
+                Some(Ok(r)) => {
+                    self.newest = self.newest.max(r.time_ns);
+                    self.seq += 1;
+                    self.buffer
+                        .push(Reverse((r.time_ns, self.seq, Box::new(r))));
+                }
+                Some(Err(e)) => {
+                    damage.push(e);
+                    self.done = true;
+                }
+                None => self.done = true,
+            }
+        }
+    }
+
+    fn head(&self) -> Option<Nanos> {
+        self.buffer.peek().map(|Reverse((t, _, _))| *t)
+    }
+}
+
+/// A log not opened yet.
+struct Waiting {
+    start_ns: Nanos,
+    path: std::path::PathBuf,
+    header: LogHeader,
+}
+
+/// Socket calls from a capture directory; see the module documentation.
+pub struct SocketLogReader {
+    origin: OriginId,
+    granularity: NodeGranularity,
+    waiting: VecDeque<Waiting>,
+    open: Vec<OpenLog>,
+    processes: HashMap<(String, u32), Process>,
+    /// Children's descriptor tables, taken at the fork.
+    forks: HashMap<(String, u32), Process>,
+    stats: SourceStats,
+    warnings: Vec<Warning>,
+    shown: usize,
+    done: bool,
+}
+
+/// Whether `dir` looks like a capture directory (it holds at least one log).
+pub fn is_capture_dir(dir: &Path) -> bool {
+    causeway_capture::read_dir(dir).is_ok_and(|l| !l.is_empty())
+}
+
+impl SocketLogReader {
+    /// Lists the logs of `dir` and reads their headers. Fails when the directory cannot be
+    /// listed or holds no log.
+    pub fn open(
+        dir: &Path,
+        origin: OriginId,
+        granularity: NodeGranularity,
+    ) -> Result<SocketLogReader, String> {
+        let logs = causeway_capture::read_dir(dir).map_err(|e| e.to_string())?;
+        if logs.is_empty() {
+            return Err(
+                "is a directory without socket-call logs (*.cwlog, written by `causeway capture`)"
+                    .into(),
+            );
+        }
+        let mut warnings = Vec::new();
+        let mut stats = SourceStats::default();
+        stats
+            .formats
+            .insert("socket-call log".into(), logs.len() as u64);
+        let mut waiting = Vec::new();
+        for log in logs {
+            match causeway_capture::open(&log.path) {
+                Ok(r) => waiting.push(Waiting {
+                    start_ns: r.header().realtime_ns,
+                    header: r.header().clone(),
+                    path: log.path,
+                }),
+                Err(e) => {
+                    stats.skip(SkipReason::TruncatedRecord);
+                    warnings.push(Warning {
+                        origin,
+                        path: log.path.display().to_string(),
+                        offset: None,
+                        message: e.to_string(),
+                    });
+                }
+            }
+        }
+        waiting.sort_by_key(|w| (w.start_ns, w.header.pid, w.header.image));
+        Ok(SocketLogReader {
+            origin,
+            granularity,
+            waiting: waiting.into(),
+            open: Vec::new(),
+            processes: HashMap::new(),
+            forks: HashMap::new(),
+            stats,
+            warnings,
+            shown: 0,
+            done: false,
+        })
+    }
+
+    /// Reports a log's damage once (up to the warning limit): the log file and the offset
+    /// where it is.
+    fn warn(&mut self, e: &LogError) {
+        if self.shown >= warning_limit() {
+            return;
+        }
+        self.shown += 1;
+        let (file, offset) = (e.file().to_owned(), e.offset());
+        let text = e.to_string();
+        // The error's text starts with the file (and offset) the warning names already.
+        let mut message = text.strip_prefix(file.as_str()).unwrap_or(&text);
+        message = message.trim_start_matches(": ");
+        let message = match offset {
+            Some(o) => {
+                let m = message
+                    .strip_prefix(&format!("offset {o}: "))
+                    .unwrap_or(message);
+                m.replace(&format!("truncated at offset {o}: "), "log cut short: ")
+            }
+            None => message.to_owned(),
+        };
+        self.warnings.push(Warning {
+            origin: self.origin,
+            path: file,
+            offset,
+            message,
+        });
+    }
+
+    fn open_log(&mut self, w: Waiting) {
+        match causeway_capture::open(&w.path) {
+            Ok(reader) => self.open.push(OpenLog {
+                key: (w.header.hostname.clone(), w.header.pid),
+                reader,
+                buffer: BinaryHeap::new(),
+                seq: 0,
+                newest: 0,
+                done: false,
+                started: false,
+            }),
+            Err(e) => {
+                self.stats.skip(SkipReason::TruncatedRecord);
+                self.warn(&e);
+            }
+        }
+    }
+
+    /// The next record in time order across logs, with the index of its log.
+    fn next_record(&mut self) -> Option<(usize, Record)> {
+        loop {
+            let mut damage = Vec::new();
+            for log in &mut self.open {
+                log.fill(&mut damage);
+            }
+            for e in &damage {
+                match e {
+                    LogError::Truncated { .. } => self.stats.skip(SkipReason::TruncatedRecord),
+                    _ => self.stats.skip(SkipReason::CorruptRecord),
+                }
+                self.warn(e);
+            }
+            let best = self
+                .open
+                .iter()
+                .enumerate()
+                .filter_map(|(i, l)| l.head().map(|t| (t, i)))
+                .min();
+            // A log that starts before the best record must be read first.
+            if let Some(w) = self.waiting.front() {
+                if best.is_none_or(|(t, _)| w.start_ns <= t) {
+                    if let Some(w) = self.waiting.pop_front() {
+                        self.open_log(w);
+                    }
+                    continue;
+                }
+            }
+            self.open.retain(|l| !(l.done && l.buffer.is_empty()));
+            let best = self
+                .open
+                .iter()
+                .enumerate()
+                .filter_map(|(i, l)| l.head().map(|t| (t, i)))
+                .min();
+            let (_, i) = best?;
+            let Reverse((_, _, r)) = self.open[i].buffer.pop()?;
+            return Some((i, *r));
+        }
+    }
+
+    /// The process a log belongs to, set up at its first record.
+    fn start(&mut self, i: usize) {
+        let log = &mut self.open[i];
+        if log.started {
+            return;
+        }
+        log.started = true;
+        let header = log.reader.header().clone();
+        let key = log.key.clone();
+        let program = header
+            .argv
+            .first()
+            .filter(|a| !a.is_empty())
+            .unwrap_or(&header.exe);
+        let program = program.rsplit('/').next().unwrap_or(program);
+        let node = match self.granularity {
+            NodeGranularity::Process => format!("{program}[{}]@{}", header.pid, header.hostname),
+            NodeGranularity::Host => header.hostname.clone(),
+        };
+        let mut process = match header.origin {
+            Origin::Fork => self.forks.remove(&key).unwrap_or_default(),
+            Origin::Exec => self
+                .processes
+                .remove(&key)
+                .or_else(|| self.forks.remove(&key))
+                .unwrap_or_default(),
+            _ => Process::default(),
+        };
+        process.node = node;
+        self.processes.insert(key, process);
+    }
+
+    /// Applies one record; a data-moving call becomes an observation.
+    fn apply(&mut self, i: usize, r: &Record) -> Option<SocketCall> {
+        self.start(i);
+        let key = self.open[i].key.clone();
+        self.stats.record(r.time_ns, r.encoded_len() as u64);
+        let pid = key.1;
+        let process = self.processes.get_mut(&key)?;
+        let ok = r.ret >= 0 || r.errno == Some(EINPROGRESS);
+        match r.syscall.call() {
+            Call::Socket if r.ret >= 0 => {
+                let transport = r.socket.as_ref().and_then(transport_of);
+                process.fresh(r.ret as i32, transport);
+            }
+            Call::Socketpair if r.ret >= 0 => {
+                // Both ends unnamed: calls on them cannot be paired.
+                process.fresh(r.fd, None);
+                if let Some(fd2) = r.fd2 {
+                    process.fresh(fd2, None);
+                }
+            }
+            Call::Connect if ok => {
+                let transport = r
+                    .socket
+                    .as_ref()
+                    .and_then(transport_of)
+                    .or_else(|| process.conn_mut(r.fd).and_then(|c| c.transport));
+                let conn = match process.conn_mut(r.fd) {
+                    Some(c) => c,
+                    None => process.fresh(r.fd, transport),
+                };
+                conn.transport = conn.transport.or(transport);
+                match conn.transport {
+                    Some(Transport::UnixStream) => {
+                        let path = r.peer.as_ref().and_then(unix_path);
+                        conn.peer = path.clone().map(Address::Name);
+                        conn.local = path.map(|p| Address::Name(format!("{p}#{pid}")));
+                    }
+                    _ => {
+                        conn.peer = r.peer.as_ref().and_then(inet);
+                        conn.local = r.local.as_ref().and_then(inet).or(conn.local.take());
+                    }
+                }
+                conn.sent = 0;
+                conn.received = 0;
+            }
+            Call::Accept if r.ret >= 0 => {
+                let fd = r.fd2.unwrap_or(r.ret as i32);
+                let transport = r
+                    .socket
+                    .as_ref()
+                    .and_then(transport_of)
+                    .or_else(|| process.conn_mut(r.fd).and_then(|c| c.transport));
+                let conn = process.fresh(fd, transport);
+                match transport {
+                    Some(Transport::UnixStream) => {
+                        let path = r.local.as_ref().and_then(unix_path);
+                        let peer_pid = r.peer_pid.unwrap_or(0);
+                        conn.local = path.clone().map(Address::Name);
+                        conn.peer = path.map(|p| Address::Name(format!("{p}#{peer_pid}")));
+                    }
+                    _ => {
+                        conn.local = r.local.as_ref().and_then(inet);
+                        conn.peer = r.peer.as_ref().and_then(inet);
+                    }
+                }
+            }
+            Call::Bind | Call::Listen if r.ret >= 0 => {
+                if let Some(conn) = process.conn_mut(r.fd) {
+                    if let Some(l) = r.local.as_ref().and_then(inet) {
+                        conn.local = Some(l);
+                    }
+                }
+            }
+            Call::Close => process.close(r.fd),
+            Call::Dup if r.ret >= 0 => {
+                let new = r.fd2.unwrap_or(r.ret as i32);
+                process.dup(r.fd, new);
+            }
+            Call::Fork if r.ret > 0 => {
+                let child = process.clone();
+                self.forks.insert((key.0.clone(), r.ret as u32), child);
+            }
+            Call::End => {
+                self.processes.remove(&key);
+            }
+            Call::Send | Call::Recv if r.ret > 0 => {
+                let direction = match r.syscall.call() {
+                    Call::Send => Direction::Send,
+                    _ => Direction::Recv,
+                };
+                let node = process.node.clone();
+                let Some(conn) = process.conn_mut(r.fd) else {
+                    self.stats.skip(SkipReason::UnnamedSocket);
+                    return None;
+                };
+                let Some(transport) = conn.transport else {
+                    self.stats.skip(SkipReason::UnnamedSocket);
+                    return None;
+                };
+                let bytes = r.ret as u64;
+                let (local, peer, offset) = if transport.is_stream() {
+                    let (Some(local), Some(peer)) = (conn.local.clone(), conn.peer.clone()) else {
+                        self.stats.skip(SkipReason::UnnamedSocket);
+                        return None;
+                    };
+                    let counter = match direction {
+                        Direction::Send => &mut conn.sent,
+                        Direction::Recv => &mut conn.received,
+                    };
+                    let offset = *counter;
+                    *counter += bytes;
+                    (local, peer, offset)
+                } else {
+                    if let (None, Some(l)) = (&conn.local, r.local.as_ref().and_then(inet)) {
+                        conn.local = Some(l);
+                    }
+                    let peer = r.peer.as_ref().and_then(inet).or(conn.peer.clone());
+                    let (Some(local), Some(peer)) = (conn.local.clone(), peer) else {
+                        self.stats.skip(SkipReason::UnnamedSocket);
+                        return None;
+                    };
+                    (local, peer, 0)
+                };
+                let local = concrete(local, &peer);
+                match transport {
+                    Transport::Tcp => self.stats.tcp += 1,
+                    Transport::Udp => self.stats.udp += 1,
+                    _ => {}
+                }
+                return Some(SocketCall {
+                    origin: self.origin,
+                    ts_ns: r.time_ns,
+                    node,
+                    transport,
+                    local,
+                    peer,
+                    direction,
+                    offset,
+                    bytes,
+                    payload_hash: r.hash.unwrap_or(0),
+                });
+            }
+            _ => {}
+        }
+        None
+    }
+}
+
+/// `EINPROGRESS` on Linux: a non-blocking connect under way.
+const EINPROGRESS: u16 = 115;
+
+fn transport_of(k: &SocketKind) -> Option<Transport> {
+    match (k.is_inet(), k.is_unix(), k.is_stream(), k.is_dgram()) {
+        (true, _, true, _) => Some(Transport::Tcp),
+        (true, _, _, true) => Some(Transport::Udp),
+        (_, true, true, _) => Some(Transport::UnixStream),
+        _ => None,
+    }
+}
+
+/// An IP endpoint as an address (IPv4-mapped IPv6 as IPv4).
+fn inet(e: &LogEndpoint) -> Option<Address> {
+    let a: SocketAddr = e.inet()?;
+    let ip = match a.ip() {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+        v4 => v4,
+    };
+    Some(Address::Endpoint(Endpoint::new(ip, a.port())))
+}
+
+/// A UNIX socket's path as text (`unix:PATH`; `unix:@NAME` for the abstract namespace).
+fn unix_path(e: &LogEndpoint) -> Option<String> {
+    let p = e.unix_path()?;
+    if p.is_empty() {
+        return None;
+    }
+    Some(match p.strip_prefix(b"\0") {
+        Some(abs) => format!("unix:@{}", String::from_utf8_lossy(abs)),
+        None => format!("unix:{}", String::from_utf8_lossy(p)),
+    })
+}
+
+/// A wildcard local address (an unconnected datagram socket bound to `0.0.0.0`) made
+/// concrete: the loopback address when the peer is on loopback (WAP5 §4).
+fn concrete(local: Address, peer: &Address) -> Address {
+    match (&local, peer) {
+        (Address::Endpoint(l), Address::Endpoint(p))
+            if l.ip.is_unspecified() && p.ip.is_loopback() =>
+        {
+            Address::Endpoint(Endpoint::new(p.ip, l.port))
+        }
+        _ => local,
+    }
+}
+
+impl ObservationReader for SocketLogReader {
+    fn origin(&self) -> OriginId {
+        self.origin
+    }
+
+    fn reserve(&self, max: usize, out: &mut Batch) {
+        out.calls.reserve(max);
+    }
+
+    fn read_batch(&mut self, max: usize, out: &mut Batch) -> bool {
+        if self.done {
+            return false;
+        }
+        let mut read = 0;
+        while read < max {
+            let Some((i, r)) = self.next_record() else {
+                self.done = true;
+                break;
+            };
+            read += 1;
+            if let Some(c) = self.apply(i, &r) {
+                out.calls.push(c);
+            }
+        }
+        !self.done
+    }
+
+    fn take_stats(&mut self) -> SourceStats {
+        self.stats.take()
+    }
+
+    fn take_warnings(&mut self) -> Vec<Warning> {
+        std::mem::take(&mut self.warnings)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use causeway_capture::{LogName, Syscall, Writer};
+
+    const HOST: &str = "h";
+
+    fn header(pid: u32, program: &str, origin: Origin, start: u64) -> LogHeader {
+        LogHeader {
+            origin,
+            hostname: HOST.into(),
+            pid,
+            ppid: 1,
+            realtime_ns: start,
+            exe: format!("/usr/bin/{program}"),
+            argv: vec![program.into()],
+            ..LogHeader::default()
+        }
+    }
+
+    fn write_log(dir: &Path, h: &LogHeader, records: &[Record], end: bool) {
+        let name = LogName {
+            hostname: h.hostname.clone(),
+            pid: h.pid,
+            image: h.image,
+        };
+        let file = File::create(dir.join(name.to_string())).unwrap();
+        let mut w = Writer::new(file, h).unwrap();
+        for r in records {
+            w.write(r).unwrap();
+        }
+        if end {
+            w.finish(
+                records.iter().map(|r| r.time_ns).max().unwrap_or(0) + 1,
+                h.pid,
+            )
+            .unwrap();
+        }
+    }
+
+    fn rec(syscall: Syscall, t: u64, fd: i32, ret: i64) -> Record {
+        Record::new(syscall, t, 1, fd, ret)
+    }
+
+    fn inet_ep(s: &str) -> LogEndpoint {
+        LogEndpoint::Inet(s.parse().unwrap())
+    }
+
+    fn tcp_kind() -> SocketKind {
+        SocketKind {
+            family: 2,
+            sock_type: 1,
+            protocol: 6,
+        }
+    }
+
+    fn read_all(dir: &Path) -> (Vec<SocketCall>, SourceStats, Vec<Warning>) {
+        let mut r = SocketLogReader::open(dir, OriginId(3), NodeGranularity::Process).unwrap();
+        let mut b = Batch::default();
+        while r.read_batch(7, &mut b) {}
+        (b.calls, r.take_stats(), r.take_warnings())
+    }
+
+    /// A client connects to a forking server; the child (which inherited the accepted socket)
+    /// answers through a dup of it; the client's log holds its threads' records out of order.
+    #[test]
+    fn resolves_descriptors_across_fork_and_dup_and_reorders_threads() {
+        let d = tempfile::tempdir().unwrap();
+        let c = "127.0.0.1:40000";
+        let s = "127.0.0.1:8000";
+        let mut connect = rec(Syscall::Connect, 1_000, 3, 0);
+        connect.local = Some(inet_ep(c));
+        connect.peer = Some(inet_ep(s));
+        connect.socket = Some(tcp_kind());
+        let w1 = rec(Syscall::Write, 1_100, 3, 100);
+        let w2 = rec(Syscall::Write, 1_200, 3, 20);
+        let r1 = rec(Syscall::Read, 9_000, 3, 500);
+        // Flushed by another thread's buffer first: out of time order in the file.
+        write_log(
+            d.path(),
+            &header(10, "curl", Origin::Start, 900),
+            &[connect, r1, w1, w2],
+            true,
+        );
+        let mut accept = rec(Syscall::Accept4, 1_050, 5, 7);
+        accept.local = Some(inet_ep(s));
+        accept.peer = Some(inet_ep(c));
+        accept.socket = Some(tcp_kind());
+        accept.fd2 = Some(7);
+        let fork = rec(Syscall::Fork, 1_060, -1, 21);
+        write_log(
+            d.path(),
+            &header(20, "srv", Origin::Start, 500),
+            &[accept, fork],
+            true,
+        );
+        let mut dup = rec(Syscall::Dup2, 1_070, 7, 9);
+        dup.fd2 = Some(9);
+        let read = rec(Syscall::Recv, 1_300, 9, 120);
+        let write = rec(Syscall::Send, 8_000, 7, 500);
+        let stray = rec(Syscall::Write, 8_100, 11, 5);
+        write_log(
+            d.path(),
+            &header(21, "srv", Origin::Fork, 1_065),
+            &[dup, read, write, stray],
+            false,
+        );
+        let (calls, stats, warnings) = read_all(d.path());
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let got: Vec<(u64, &str, String, String, Direction, u64, u64)> = calls
+            .iter()
+            .map(|c| {
+                (
+                    c.ts_ns,
+                    c.node.as_str(),
+                    c.local.to_string(),
+                    c.peer.to_string(),
+                    c.direction,
+                    c.offset,
+                    c.bytes,
+                )
+            })
+            .collect();
+        use Direction::{Recv, Send};
+        assert_eq!(
+            got,
+            vec![
+                (1_100, "curl[10]@h", c.into(), s.into(), Send, 0, 100),
+                (1_200, "curl[10]@h", c.into(), s.into(), Send, 100, 20),
+                (1_300, "srv[21]@h", s.into(), c.into(), Recv, 0, 120),
+                (8_000, "srv[21]@h", s.into(), c.into(), Send, 0, 500),
+                (9_000, "curl[10]@h", c.into(), s.into(), Recv, 0, 500),
+            ]
+        );
+        assert!(calls.iter().all(|c| c.origin == OriginId(3)));
+        assert_eq!(stats.skipped(SkipReason::UnnamedSocket), 1);
+        assert_eq!(stats.tcp, 5);
+    }
+
+    #[test]
+    fn a_log_cut_short_is_read_up_to_the_damage_and_reported() {
+        let d = tempfile::tempdir().unwrap();
+        let c = "10.0.0.1:40000";
+        let s = "10.0.0.2:80";
+        let mut connect = rec(Syscall::Connect, 1_000, 3, 0);
+        connect.local = Some(inet_ep(c));
+        connect.peer = Some(inet_ep(s));
+        connect.socket = Some(tcp_kind());
+        let h = header(10, "curl", Origin::Start, 900);
+        let writes: Vec<Record> = (0..4)
+            .map(|i| rec(Syscall::Write, 1_100 + i, 3, 10))
+            .collect();
+        let mut all = vec![connect];
+        all.extend(writes);
+        write_log(d.path(), &h, &all, false);
+        let path = d.path().join("h.10.0.cwlog");
+        let len = std::fs::metadata(&path).unwrap().len();
+        let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        f.set_len(len - 5).unwrap();
+        let (calls, stats, warnings) = read_all(d.path());
+        assert_eq!(calls.len(), 3);
+        assert_eq!(stats.skipped(SkipReason::TruncatedRecord), 1);
+        assert_eq!(warnings.len(), 1);
+        let w = warnings[0].to_string();
+        assert!(
+            w.contains("h.10.0.cwlog") && w.contains("truncated at offset"),
+            "{w}"
+        );
+    }
+}
