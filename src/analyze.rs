@@ -10,18 +10,18 @@ use std::net::IpAddr;
 
 use anyhow::{Result, anyhow, bail};
 use causeway_operators::{
-    ClockConfig, DelayEstimate, Domain, FlowConfig, FoldConfig, Homes, LinkConfig, Names,
-    NatConfig, PathsConfig, Rank, ReconcileConfig,
+    CallsConfig, ClockConfig, DelayEstimate, Domain, FlowConfig, FoldConfig, Homes, LinkConfig,
+    Names, NatConfig, PathsConfig, Rank, ReconcileConfig,
 };
 use causeway_sinks::output::Output;
 use causeway_sinks::{SinkConfig, SinkSet};
-use causeway_sources::decode::DecodeOptions;
+use causeway_sources::decode::{DecodeOptions, NodeGranularity};
 use causeway_sources::{Alignment, InputSpec, OriginId, Origins, SourceConfig};
 
 use crate::bootstrap::{SampleSize, bootstrap};
 use crate::cli::{
-    AggregateArg, AnalyzeArgs, DelayEstimateArg, EmitArg, EngineArgs, OutputArgs, ProgressArg,
-    StatsArgs,
+    AggregateArg, AnalyzeArgs, DelayEstimateArg, EmitArg, EngineArgs, NodeGranularityArg,
+    OutputArgs, ProgressArg, StatsArgs,
 };
 use crate::engine::{self, Emit, Job};
 use crate::progress::Progress;
@@ -156,7 +156,13 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
             instances: args.emit.contains(&EmitArg::Instances),
         },
         stats_every: args.emit_every.map(|d| d.as_nanos() as u64),
-        decode: DecodeOptions::default(),
+        decode: DecodeOptions {
+            node_granularity: match args.node_granularity {
+                NodeGranularityArg::Process => NodeGranularity::Process,
+                NodeGranularityArg::Host => NodeGranularity::Host,
+            },
+            ..DecodeOptions::default()
+        },
         alignment: Arc::new(boot.alignment),
         homes: Arc::new(boot.homes),
         fold: FoldConfig {
@@ -165,6 +171,10 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
         },
         reconcile: ReconcileConfig {
             window_ns: args.reconcile_window.as_nanos() as u64,
+        },
+        calls: CallsConfig {
+            window_ns: args.reconcile_window.as_nanos() as u64,
+            ..CallsConfig::default()
         },
         clock: ClockConfig {
             window_ns: args.clock_window.as_nanos() as u64,
@@ -200,6 +210,7 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
             instances: args.emit.contains(&EmitArg::Instances),
             aggregate_roles: args.aggregate == AggregateArg::Roles,
             names: Arc::clone(&names),
+            max_patterns: args.max_patterns,
         },
     };
     run_job(job, &args.output, &args.engine, args.top, args.rank.into())
@@ -221,11 +232,13 @@ pub fn counting_job(inputs: Vec<InputSpec>, origins: Origins, lateness_ns: u64, 
         // Statistics need no payload hashes.
         decode: DecodeOptions {
             hash_payload: emit.messages || emit.clock || emit.nat,
+            ..DecodeOptions::default()
         },
         alignment: Arc::new(Alignment::none()),
         homes: Arc::new(Homes::none()),
         fold: FoldConfig::default(),
         reconcile: ReconcileConfig::default(),
+        calls: CallsConfig::default(),
         clock: ClockConfig::default(),
         nat: NatConfig::default(),
         link: LinkConfig::default(),

@@ -93,6 +93,38 @@ pub enum Command {
     ///   causeway score --truth truth.jsonl --rank count --format json patterns.jsonl
     #[command(verbatim_doc_comment)]
     Score(ScoreArgs),
+    /// Run a program with its socket calls logged (WAP5's LibSockCap), as strace runs one.
+    ///
+    /// Sets LD_PRELOAD to Causeway's preload library (libcauseway_preload.so, next to this
+    /// binary unless --preload says otherwise) and CAUSEWAY_CAPTURE_DIR to DIR, then runs the
+    /// command. Every process it starts, and their children, write one log per process image
+    /// into DIR: each socket, connect, accept, bind, send and receive call, with timestamps,
+    /// byte counts, both endpoint names, peer pids of UNIX sockets and payload hashes of
+    /// datagrams; never payloads. The program runs unchanged (statically linked programs are
+    /// not traced). Exits with the command's exit status. Then `causeway analyze DIR`; for
+    /// several hosts, capture on each and analyse the directories together.
+    ///
+    /// Examples:
+    ///   causeway capture -o /tmp/cap -- nginx -g 'daemon off;'
+    ///   causeway capture -o /tmp/cap -- python3 -m http.server 8000
+    ///   causeway analyze /tmp/cap
+    #[command(verbatim_doc_comment)]
+    Capture(CaptureArgs),
+}
+
+/// `causeway capture`.
+#[derive(Debug, Args)]
+pub struct CaptureArgs {
+    /// Directory for the logs (created if missing; logs already there are kept).
+    #[arg(short = 'o', long, value_name = "DIR")]
+    pub output: PathBuf,
+    /// The preload library (default: libcauseway_preload.so next to this binary, else
+    /// $CAUSEWAY_PRELOAD).
+    #[arg(long, value_name = "FILE")]
+    pub preload: Option<PathBuf>,
+    /// The command and its arguments.
+    #[arg(required = true, last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
 }
 
 /// How path patterns are ranked (WAP5 §6.6).
@@ -125,6 +157,16 @@ impl From<RankArg> for causeway_operators::Rank {
             RankArg::Sqrt => causeway_operators::Rank::Sqrt,
         }
     }
+}
+
+/// What a node is in socket-call logs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum NodeGranularityArg {
+    /// Each process: `program[pid]@host`.
+    #[default]
+    Process,
+    /// Each host.
+    Host,
 }
 
 /// How path instances aggregate into patterns (WAP5 §2.5.1).
@@ -262,6 +304,9 @@ pub struct AnalyzeArgs {
     /// What to report (comma-separated).
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = [EmitArg::Patterns, EmitArg::Messages, EmitArg::Clock, EmitArg::Nat, EmitArg::Stats])]
     pub emit: Vec<EmitArg>,
+    /// Socket-call logs: whether each process is a node (`program[pid]@host`) or each host.
+    #[arg(long, value_enum, default_value_t = NodeGranularityArg::Process)]
+    pub node_granularity: NodeGranularityArg,
     /// A sniffer on a host: NAME=IP[,IP...] says which addresses are the host's own (else
     /// inferred from the traffic). Repeatable.
     #[arg(long, value_name = "NAME=IP,...")]
@@ -324,6 +369,14 @@ pub struct AnalyzeArgs {
     /// A path whose root is this old is reported whatever may still come.
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration, help_heading = "Paths")]
     pub max_path: Duration,
+    /// Most patterns kept in memory; beyond, the least expected are evicted and retracted.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 10_000,
+        help_heading = "Paths"
+    )]
+    pub max_patterns: usize,
     #[command(flatten)]
     #[allow(missing_docs)]
     pub output: OutputArgs,

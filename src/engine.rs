@@ -7,6 +7,7 @@
 //!    │                                           ├─ facts ────── nat ┤         │
 //!    │                                           └─ samples ─┐  (mappings)─────┤
 //!    ├─ rows ── rows ── messages ───────────────────┬────────┼──────────┐      │
+//!    ├─ calls ── reconcile.calls ── messages ───────┤ (and samples, counts) │      │
 //!    │                                             samples ──┤          │      │
 //!    │                           clock.bounds ── clock ─(estimates)─ clock.correct ─┬─ deliver
 //!    │                                             │                  link ── paths ─┤
@@ -22,9 +23,10 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result, anyhow, bail};
 use causeway_operators::{
-    Bounds, BuildPaths, Clock, ClockConfig, CollectStats, Correct, FlowConfig, Flows, Fold,
-    FoldConfig, Homes, Link, LinkConfig, Merger, MessageSamples, Names, Nat, NatConfig, PathRecord,
-    PathsConfig, Reconcile, ReconcileConfig, Reconciled, RowsToMessages,
+    Bounds, BuildPaths, CallMessages, CallsConfig, Clock, ClockConfig, CollectStats, Correct,
+    FlowConfig, Flows, Fold, FoldConfig, Homes, Link, LinkConfig, Merger, MessageSamples, Names,
+    Nat, NatConfig, PathRecord, PathsConfig, Reconcile, ReconcileCalls, ReconcileConfig,
+    Reconciled, RowsToMessages,
 };
 use causeway_sinks::{Deliver, Record, SinkError, SinkSet};
 use causeway_sources::decode::DecodeOptions;
@@ -97,6 +99,8 @@ pub struct Job {
     pub fold: FoldConfig,
     /// Reconciliation window.
     pub reconcile: ReconcileConfig,
+    /// Reconciliation of socket-call logs.
+    pub calls: CallsConfig,
     /// Clock estimation.
     pub clock: ClockConfig,
     /// Address translation.
@@ -216,6 +220,7 @@ pub fn run(
             let SourceStreams {
                 packets,
                 rows,
+                calls,
                 events,
             } = read_inputs(
                 scope,
@@ -265,10 +270,21 @@ pub fn run(
                 counts.push(reconciled);
                 let (messages, mappings) = messages.nat(facts, Arc::clone(&job.names), job.nat);
                 let from_rows = rows.messages(Arc::clone(&job.names));
-                let samples = scope.concatenate([samples, from_rows.clone().delay_samples()]);
+                let CallMessages {
+                    messages: from_calls,
+                    samples: call_samples,
+                    events: call_counts,
+                } = calls.reconcile_calls(
+                    job.calls,
+                    Arc::clone(&job.names),
+                    Arc::clone(&job.alignment),
+                );
+                counts.push(call_counts);
+                let samples =
+                    scope.concatenate([samples, call_samples, from_rows.clone().delay_samples()]);
                 let (offsets, estimates) = samples.delay_bounds().clock(job.clock.clone());
                 let messages = scope
-                    .concatenate([messages, from_rows])
+                    .concatenate([messages, from_rows, from_calls])
                     .correct(estimates, Arc::clone(&job.alignment));
                 if job.emit.paths() {
                     let paths = messages

@@ -9,6 +9,7 @@
 
 pub mod analyze;
 pub mod bootstrap;
+pub mod capture;
 pub mod cli;
 pub mod demo;
 pub mod engine;

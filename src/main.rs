@@ -30,6 +30,10 @@ fn main() -> ExitCode {
         Command::Generate(a) => causeway::generate::run(a),
         Command::Demo(a) => causeway::demo::run(a),
         Command::Score(a) => causeway::score::run(a),
+        Command::Capture(a) => match causeway::capture::run(a) {
+            Ok(code) => return code,
+            Err(e) => Err(e),
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -53,6 +53,7 @@ pub use paths::{
 };
 pub use pattern::PatternNode;
 pub use reconcile::Sighting;
+pub use reconcile::calls::{CallMessages, CallsConfig, ReconcileCalls};
 pub use reconcile::fold::{Fold, FoldConfig};
 pub use reconcile::merge::{Merger, NatFact, Reconcile, ReconcileConfig, Reconciled};
 pub use rows::RowsToMessages;

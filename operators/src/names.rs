@@ -118,11 +118,20 @@ impl Names {
         }
     }
 
-    /// A node's role, for `--aggregate roles`: the third column of its names-file line, else
-    /// its name without trailing digits and separators (`ws1` and `ws2` are both `ws`).
+    /// A node's role, for `--aggregate roles`: the third column of its names-file line; for a
+    /// process node (`program[pid]@host`), its program; else its name without trailing digits
+    /// and separators (`ws1` and `ws2` are both `ws`).
     pub fn role<'a>(&'a self, node: &'a str) -> &'a str {
         if let Some(r) = self.roles.get(node) {
             return r;
+        }
+        if let Some((program, rest)) = node.split_once('[') {
+            if rest
+                .split_once("]@")
+                .is_some_and(|(pid, _)| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
+            {
+                return program;
+            }
         }
         let stripped = node.trim_end_matches(|c: char| c.is_ascii_digit());
         let stripped = stripped.trim_end_matches(['-', '_', '.']);
@@ -147,6 +156,18 @@ impl Names {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn roles_of_replicas_and_processes() {
+        let n = Names::parse("10.0.0.9 cache7 memcache\n", "names").unwrap();
+        assert_eq!(n.role("cache7"), "memcache");
+        assert_eq!(n.role("ws12"), "ws");
+        assert_eq!(n.role("app-3"), "app");
+        assert_eq!(n.role("nginx[4242]@web1"), "nginx");
+        assert_eq!(n.role("python3[17]@app.example"), "python3");
+        assert_eq!(n.role("odd[x]@h"), "odd[x]@h");
+        assert_eq!(n.role("10.0.0.3"), "10.0.0.3");
+    }
 
     #[test]
     fn port_entries_win_and_bad_lines_are_located() {

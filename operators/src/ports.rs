@@ -11,12 +11,14 @@
 //! ephemeral and, between two newcomers, the lower port is the fixed one (servers listen on low
 //! ports; Linux and Windows draw ephemeral ports from 32768 and up).
 //!
-//! State: per endpoint, up to [`FIXED_PEERS`] peers and the time it was last seen; per IP,
-//! whether it has a fixed endpoint. Endpoints not seen for `idle_ns` are forgotten
+//! Servers are nodes, not addresses: on one host (loopback, or socket-call logs naming
+//! processes) a client process and a server process share an IP.
+//!
+//! State: per endpoint, up to [`FIXED_PEERS`] peers and the time it was last seen; per node
+//! ([`crate::link::node_key`]), whether it has a fixed endpoint. Endpoints not seen for `idle_ns` are forgotten
 //! ([`Ports::expire`]), so the table follows the live endpoints, not the length of the run.
 
 use std::collections::HashMap;
-use std::net::IpAddr;
 
 use causeway_sources::{Address, Endpoint, Time};
 
@@ -33,26 +35,27 @@ struct Seen {
 #[derive(Clone, Debug, Default)]
 pub struct Ports {
     endpoints: HashMap<Endpoint, Seen>,
-    servers: HashMap<IpAddr, Time>,
+    servers: HashMap<u64, Time>,
 }
 
 impl Ports {
-    /// Records a message between `a` and `b` at event time `t`.
-    pub fn observe(&mut self, a: &Address, b: &Address, t: Time) {
+    /// Records a message between `a` (of node `node_a`) and `b` (of `node_b`) at event time
+    /// `t`.
+    pub fn observe(&mut self, a: &Address, b: &Address, node_a: u64, node_b: u64, t: Time) {
         if let (Address::Endpoint(a), Address::Endpoint(b)) = (a, b) {
-            self.note(*a, *b, t);
-            self.note(*b, *a, t);
+            self.note(*a, *b, node_a, t);
+            self.note(*b, *a, node_b, t);
         }
     }
 
-    fn note(&mut self, e: Endpoint, peer: Endpoint, t: Time) {
+    fn note(&mut self, e: Endpoint, peer: Endpoint, node: u64, t: Time) {
         let seen = self.endpoints.entry(e).or_default();
         seen.last_ns = seen.last_ns.max(t);
         if seen.peers.len() < FIXED_PEERS && !seen.peers.contains(&peer) {
             seen.peers.push(peer);
         }
         if seen.peers.len() >= FIXED_PEERS {
-            let s = self.servers.entry(e.ip).or_default();
+            let s = self.servers.entry(node).or_default();
             *s = (*s).max(t);
         }
     }
@@ -64,8 +67,12 @@ impl Ports {
     /// Whether `e` is a fixed port, in a message with `peer`.
     pub fn fixed(&self, e: &Address, peer: &Address) -> bool {
         let (Address::Endpoint(e), Address::Endpoint(peer)) = (e, peer) else {
-            // UNIX sockets and names: the named side is the fixed one.
-            return matches!(e, Address::Name(_));
+            // UNIX sockets and names: the named side is the fixed one; of a UNIX stream
+            // socket's two ends (`unix:PATH` and `unix:PATH#PID`), the path's.
+            return match e {
+                Address::Name(n) => !(n.starts_with("unix:") && n.contains('#')),
+                Address::Endpoint(_) => false,
+            };
         };
         let (mine, theirs) = (self.peers(e), self.peers(peer));
         if mine >= FIXED_PEERS {
@@ -79,11 +86,11 @@ impl Ports {
         }
     }
 
-    /// Whether the node at `e` is a client: it has no fixed port, and `e` is not fixed in
-    /// this message with `peer`.
-    pub fn client(&self, e: &Address, peer: &Address) -> bool {
+    /// Whether `node`, at `e`, is a client: it has no fixed port, and `e` is not fixed in this
+    /// message with `peer`.
+    pub fn client(&self, e: &Address, peer: &Address, node: u64) -> bool {
         match e {
-            Address::Endpoint(ep) => !self.servers.contains_key(&ep.ip) && !self.fixed(e, peer),
+            Address::Endpoint(_) => !self.servers.contains_key(&node) && !self.fixed(e, peer),
             Address::Name(_) => false,
         }
     }
@@ -118,16 +125,25 @@ mod tests {
         let mut p = Ports::default();
         // Before evidence: the lower port is the fixed one.
         assert!(p.fixed(&a("10.0.0.1:80"), &a("10.1.0.1:40000")));
-        assert!(p.client(&a("10.1.0.1:40000"), &a("10.0.0.1:80")));
+        let (client, server) = (7, 9);
+        assert!(p.client(&a("10.1.0.1:40000"), &a("10.0.0.1:80"), client));
         for port in [40000, 40001, 40002] {
-            p.observe(&a(&format!("10.1.0.1:{port}")), &a("10.0.0.1:80"), 1);
+            p.observe(
+                &a(&format!("10.1.0.1:{port}")),
+                &a("10.0.0.1:80"),
+                client,
+                server,
+                1,
+            );
         }
         // 10.0.0.1:80 has 3 peers: fixed, and its node a server, also when it calls out
         // from a high port to a lower one.
         assert!(p.fixed(&a("10.0.0.1:80"), &a("10.1.0.1:40000")));
         assert!(!p.fixed(&a("10.1.0.1:40000"), &a("10.0.0.1:80")));
-        assert!(!p.client(&a("10.0.0.1:50000"), &a("10.0.0.9:5432")));
-        assert!(p.client(&a("10.1.0.1:40000"), &a("10.0.0.1:80")));
+        assert!(!p.client(&a("10.0.0.1:50000"), &a("10.0.0.9:5432"), server));
+        assert!(p.client(&a("10.1.0.1:40000"), &a("10.0.0.1:80"), client));
+        // A client process on the server's host is still a client.
+        assert!(p.client(&a("10.0.0.1:40000"), &a("10.0.0.1:80"), client));
         p.expire(2);
         assert!(p.is_empty());
     }

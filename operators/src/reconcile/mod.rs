@@ -13,7 +13,11 @@
 //!    the sender, the receive timestamp from the sniffer nearest the receiver, each endpoint
 //!    as the host itself sees it. Pairs of sightings also give the `clock` operator its
 //!    samples, and sightings whose addresses differ give the `nat` operator its evidence.
+//!
+//! Socket-call logs take a third operator, [`calls`]: both ends of a connection logged their
+//! own sends and receives, which meet by stream offset (datagrams by payload hash).
 
+pub mod calls;
 pub mod fold;
 pub mod merge;
 

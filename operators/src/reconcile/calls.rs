@@ -1,0 +1,697 @@
+//! The `reconcile.calls` operator (WAP5 §4): socket calls from socket-call logs to
+//! [`Message`]s.
+//!
+//! - **Input**: [`SocketCall`]s (data-carrying calls, their descriptors already resolved to both
+//!   endpoints by the socket-log source).
+//! - **Outputs**: messages; delay samples for `clock` (a message whose two ends were logged on
+//!   hosts with different clocks); per-origin counts of calls whose other end was traced but
+//!   never matched (`unpaired`).
+//! - **Exchange**: by connection (the unordered pair of endpoints and the transport), so both
+//!   ends of a connection meet on one worker.
+//! - **Rules**: calls are taken in event-time order once the frontier has passed them. On a
+//!   stream socket (TCP, UNIX stream) a message is a run of sends by one end with no receive
+//!   by that end in between (WAP5's "fat message", §2.3); its bytes are numbered by the
+//!   stream offset, which both ends count alike, so the receive time is that of the receive
+//!   call that returned the run's first byte, however reads and writes were split. When only
+//!   the receiving end was traced, the runs are its receives with no send in between. A
+//!   datagram is one message; the two ends meet by payload hash. Nodes are the processes (or
+//!   hosts) that made the calls; an end that was not traced is named by its address.
+//! - **State**: per connection, the open runs and the runs and receives waiting for the other
+//!   end, for at most `window_ns` of event time after a run ends (or after it was last
+//!   extended, for a run the sender never ended); a connection with nothing pending is
+//!   forgotten when idle for a window. Calls not yet passed by the frontier are buffered.
+//!   Memory follows the call rate times the window.
+//! - **Cost**: per call, one hash-map lookup and amortised O(1) queue work; per run, one scan of
+//!   the receiver's pending receives (usually a handful).
+
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::hash::BuildHasher;
+use std::sync::Arc;
+
+use causeway_sources::{
+    Address, Alignment, Direction, OriginId, SocketCall, SourceEvent, SourceStats, Time, Transport,
+};
+use foldhash::fast::FixedState;
+use timely::dataflow::Stream;
+use timely::dataflow::channels::pact::Exchange;
+use timely::dataflow::operators::generic::OutputBuilder;
+use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
+
+use crate::clock::DelaySample;
+use crate::domain::Domain;
+use crate::message::Message;
+use crate::names::Names;
+
+/// How long `reconcile.calls` waits for the other end of a message.
+#[derive(Clone, Copy, Debug)]
+pub struct CallsConfig {
+    /// Event time after a run ends until it is reported without its other end. Must cover the
+    /// network latency plus the clock error between traced hosts.
+    pub window_ns: Time,
+    /// A run of sends not yet ended by a receive is ended after this much idle event time.
+    pub idle_ns: Time,
+}
+
+impl Default for CallsConfig {
+    fn default() -> Self {
+        CallsConfig {
+            window_ns: 1_000_000_000,
+            idle_ns: 1_000_000_000,
+        }
+    }
+}
+
+/// The outputs of [`ReconcileCalls::reconcile_calls`].
+pub struct CallMessages<'scope> {
+    /// One message per run (stream sockets) or datagram.
+    pub messages: Stream<'scope, Time, Vec<Message>>,
+    /// Delay samples between the clocks of two traced hosts.
+    pub samples: Stream<'scope, Time, Vec<DelaySample>>,
+    /// Per-origin `unpaired` counts.
+    pub events: Stream<'scope, Time, Vec<SourceEvent>>,
+}
+
+/// Extension trait: reconcile socket calls into messages.
+pub trait ReconcileCalls<'scope> {
+    /// Pairs the two ends of each message; see the module documentation.
+    fn reconcile_calls(
+        self,
+        config: CallsConfig,
+        names: Arc<Names>,
+        alignment: Arc<Alignment>,
+    ) -> CallMessages<'scope>;
+}
+
+/// The key both ends of a connection share.
+fn connection_key(c: &SocketCall) -> u64 {
+    let (lo, hi) = if c.local <= c.peer {
+        (&c.local, &c.peer)
+    } else {
+        (&c.peer, &c.local)
+    };
+    FixedState::with_seed(0x6361_6c6c).hash_one((c.transport, lo, hi))
+}
+
+/// A run of sends or receives by one end: bytes `start..end` of its direction of the stream.
+#[derive(Clone, Debug)]
+struct Run {
+    start: u64,
+    end: u64,
+    /// Raw time of its first call.
+    first_ns: Time,
+    /// Aligned time of its first call.
+    first_at: Time,
+    /// Aligned time of its last call.
+    last_at: Time,
+}
+
+/// One receive call: bytes `start..end` of the incoming direction.
+#[derive(Clone, Copy, Debug)]
+struct Read {
+    end: u64,
+    ts_ns: Time,
+    at: Time,
+}
+
+/// A datagram sent or received by one end.
+#[derive(Clone, Copy, Debug)]
+struct Datagram {
+    hash: u64,
+    bytes: u64,
+    ts_ns: Time,
+    at: Time,
+}
+
+/// What one end of a connection has done.
+#[derive(Debug, Default)]
+struct End {
+    /// The traced process or host, once a call of this end was seen.
+    node: Option<(String, OriginId)>,
+    /// Sends not yet ended by a receive.
+    sending: Option<Run>,
+    /// Ended runs of sends, waiting for the other end's receive time.
+    sent: VecDeque<Run>,
+    /// Receives not yet ended by a send.
+    receiving: Option<Run>,
+    /// Ended runs of receives (the messages, if the other end was not traced).
+    received: VecDeque<Run>,
+    /// Receive calls, by the stream offset of their first byte.
+    reads: BTreeMap<u64, Read>,
+    /// Datagrams sent, waiting for the other end.
+    datagrams_out: VecDeque<Datagram>,
+    /// Datagrams received, waiting for the other end.
+    datagrams_in: VecDeque<Datagram>,
+}
+
+/// One connection: its transport, its two ends (ordered by address) and when it was last used.
+#[derive(Debug)]
+struct Connection {
+    transport: Transport,
+    addresses: [Address; 2],
+    ends: [End; 2],
+    last_at: Time,
+}
+
+/// What one round of the operator produced.
+#[derive(Default)]
+struct Outcome {
+    messages: Vec<Message>,
+    samples: Vec<DelaySample>,
+    unpaired: HashMap<OriginId, u64>,
+}
+
+struct Calls {
+    config: CallsConfig,
+    names: Arc<Names>,
+    alignment: Arc<Alignment>,
+    connections: HashMap<u64, Connection>,
+    /// Calls the frontier has not passed, by aligned time.
+    waiting: BTreeMap<Time, Vec<SocketCall>>,
+}
+
+impl Calls {
+    fn aligned(&self, c: &SocketCall) -> Time {
+        self.alignment.align(c.origin, c.ts_ns)
+    }
+
+    /// Takes one call, in event-time order.
+    fn take(&mut self, c: SocketCall, at: Time) {
+        let key = connection_key(&c);
+        let conn = match self.connections.entry(key) {
+            Entry::Occupied(o) => o.into_mut(),
+            Entry::Vacant(v) => {
+                let addresses = if c.local <= c.peer {
+                    [c.local.clone(), c.peer.clone()]
+                } else {
+                    [c.peer.clone(), c.local.clone()]
+                };
+                v.insert(Connection {
+                    transport: c.transport,
+                    addresses,
+                    ends: [End::default(), End::default()],
+                    last_at: at,
+                })
+            }
+        };
+        conn.last_at = conn.last_at.max(at);
+        let me = usize::from(conn.addresses[0] != c.local);
+        let end = &mut conn.ends[me];
+        if end.node.is_none() {
+            end.node = Some((c.node.clone(), c.origin));
+        }
+        if !c.transport.is_stream() {
+            let d = Datagram {
+                hash: c.payload_hash,
+                bytes: c.bytes,
+                ts_ns: c.ts_ns,
+                at,
+            };
+            match c.direction {
+                Direction::Send => end.datagrams_out.push_back(d),
+                Direction::Recv => end.datagrams_in.push_back(d),
+            }
+            return;
+        }
+        if c.bytes == 0 {
+            // End of stream or an empty write: nothing moved.
+            return;
+        }
+        let (start, stop) = (c.offset, c.offset.saturating_add(c.bytes));
+        let extend = |run: &mut Option<Run>, done: &mut VecDeque<Run>| match run {
+            Some(r) if r.end == start => {
+                r.end = stop;
+                r.last_at = at;
+            }
+            _ => {
+                // A gap in the byte numbering (a call the log missed) starts a new run.
+                if let Some(r) = run.take() {
+                    done.push_back(r);
+                }
+                *run = Some(Run {
+                    start,
+                    end: stop,
+                    first_ns: c.ts_ns,
+                    first_at: at,
+                    last_at: at,
+                });
+            }
+        };
+        match c.direction {
+            Direction::Send => {
+                if let Some(r) = end.receiving.take() {
+                    end.received.push_back(r);
+                }
+                extend(&mut end.sending, &mut end.sent);
+            }
+            Direction::Recv => {
+                if let Some(r) = end.sending.take() {
+                    end.sent.push_back(r);
+                }
+                end.reads.insert(
+                    start,
+                    Read {
+                        end: stop,
+                        ts_ns: c.ts_ns,
+                        at,
+                    },
+                );
+                extend(&mut end.receiving, &mut end.received);
+            }
+        }
+    }
+
+    /// Reports what is complete at `now` (everything when `now` is `None`).
+    fn settle(&mut self, now: Option<Time>, out: &mut Outcome) {
+        let window = self.config.window_ns;
+        let idle = self.config.idle_ns;
+        let due = |at: Time, after: Time| now.is_none_or(|n| at.saturating_add(after) < n);
+        let names = &self.names;
+        self.connections.retain(|_, conn| {
+            for e in &mut conn.ends {
+                if e.sending.as_ref().is_some_and(|r| due(r.last_at, idle)) {
+                    e.sent.extend(e.sending.take());
+                }
+                if e.receiving.as_ref().is_some_and(|r| due(r.last_at, idle)) {
+                    e.received.extend(e.receiving.take());
+                }
+            }
+            for from in 0..2 {
+                let to = 1 - from;
+                settle_direction(conn, from, to, &due, window, names, out);
+            }
+            let quiet = conn.ends.iter().all(|e| {
+                e.sending.is_none()
+                    && e.receiving.is_none()
+                    && e.sent.is_empty()
+                    && e.received.is_empty()
+                    && e.datagrams_out.is_empty()
+                    && e.datagrams_in.is_empty()
+            });
+            if quiet {
+                for e in &mut conn.ends {
+                    e.reads.clear();
+                }
+            }
+            !(quiet && due(conn.last_at, window))
+        });
+    }
+}
+
+/// Reports the messages from end `from` to end `to` that are complete.
+fn settle_direction(
+    conn: &mut Connection,
+    from: usize,
+    to: usize,
+    due: &impl Fn(Time, Time) -> bool,
+    window: Time,
+    names: &Names,
+    out: &mut Outcome,
+) {
+    let transport = conn.transport;
+    let src_address = conn.addresses[from].clone();
+    let dst_address = conn.addresses[to].clone();
+    let [a, b] = &mut conn.ends;
+    let (sender, receiver) = if from == 0 { (a, b) } else { (b, a) };
+    let half = |send: Option<(Time, Time)>, recv: Option<(Time, Time)>, bytes: u64| {
+        let (src, send_origin) = match &sender.node {
+            Some((n, o)) => (n.clone(), Some(*o)),
+            None => (names.node_of(&src_address), None),
+        };
+        let (dst, recv_origin) = match &receiver.node {
+            Some((n, o)) => (n.clone(), Some(*o)),
+            None => (names.node_of(&dst_address), None),
+        };
+        let event_ns = send.or(recv).map_or(0, |(_, at)| at);
+        Message {
+            send_ns: send.map(|(t, _)| t),
+            recv_ns: recv.map(|(t, _)| t),
+            send_domain: send.and(send_origin).map(Domain::Origin),
+            recv_domain: recv.and(recv_origin).map(Domain::Origin),
+            send_corrected_ns: None,
+            recv_corrected_ns: None,
+            src,
+            dst,
+            src_endpoint: src_address.clone(),
+            dst_endpoint: dst_address.clone(),
+            bytes: Some(bytes),
+            protocol: transport.protocol(),
+            kind: None,
+            call_id: None,
+            origin: send_origin.or(recv_origin).unwrap_or_default(),
+            row: None,
+            sightings: u32::from(send.is_some()) + u32::from(recv.is_some()),
+            event_ns,
+        }
+    };
+    let emit = |m: Message, out: &mut Outcome| {
+        if let (Some(s), Some(r), Some(Domain::Origin(a)), Some(Domain::Origin(b))) =
+            (m.send_ns, m.recv_ns, &m.send_domain, &m.recv_domain)
+        {
+            if a != b {
+                let (lo, hi, forward, delay) = if a < b {
+                    (*a, *b, true, r as i64 - s as i64)
+                } else {
+                    (*b, *a, false, s as i64 - r as i64)
+                };
+                out.samples.push(DelaySample {
+                    a: Domain::Origin(lo),
+                    b: Domain::Origin(hi),
+                    pair: FixedState::with_seed(0x7061_6972).hash_one((lo, hi)),
+                    forward,
+                    at: m.event_ns,
+                    delay_ns: delay,
+                });
+            }
+        }
+        out.messages.push(m);
+    };
+    if !transport.is_stream() {
+        while let Some(d) = sender.datagrams_out.front().copied() {
+            let hit = receiver
+                .datagrams_in
+                .iter()
+                .position(|r| r.hash == d.hash && r.bytes == d.bytes);
+            match hit {
+                Some(i) => {
+                    let recv = receiver.datagrams_in.remove(i).map(|r| (r.ts_ns, r.at));
+                    emit(half(Some((d.ts_ns, d.at)), recv, d.bytes), out);
+                }
+                None if due(d.at, window) => {
+                    if let Some((_, o)) = &receiver.node {
+                        *out.unpaired.entry(*o).or_default() += 1;
+                    }
+                    emit(half(Some((d.ts_ns, d.at)), None, d.bytes), out);
+                }
+                None => break,
+            }
+            sender.datagrams_out.pop_front();
+        }
+        // Datagrams the sender's log does not hold.
+        while let Some(r) = receiver.datagrams_in.front().copied() {
+            if !due(r.at, window) {
+                break;
+            }
+            if let Some((_, o)) = &sender.node {
+                *out.unpaired.entry(*o).or_default() += 1;
+            }
+            emit(half(None, Some((r.ts_ns, r.at)), r.bytes), out);
+            receiver.datagrams_in.pop_front();
+        }
+        return;
+    }
+    if sender.node.is_some() {
+        // The sender's runs are the messages; the receiver's reads give their receive times.
+        while let Some(run) = sender.sent.front() {
+            let read = receiver
+                .reads
+                .range(..=run.start)
+                .next_back()
+                .filter(|(_, r)| r.end > run.start)
+                .map(|(_, r)| *r);
+            let recv = match read {
+                Some(r) => Some((r.ts_ns, r.at)),
+                None if due(run.last_at, window) => {
+                    if let Some((_, o)) = &receiver.node {
+                        *out.unpaired.entry(*o).or_default() += 1;
+                    }
+                    None
+                }
+                None => break,
+            };
+            let m = half(
+                Some((run.first_ns, run.first_at)),
+                recv,
+                run.end - run.start,
+            );
+            emit(m, out);
+            let start = run.start;
+            sender.sent.pop_front();
+            // Receives wholly before this run are of earlier messages.
+            while let Some((&s, r)) = receiver.reads.first_key_value() {
+                if r.end > start {
+                    break;
+                }
+                receiver.reads.remove(&s);
+            }
+        }
+        receiver.received.clear();
+    } else {
+        // Only the receiving end was traced: its runs of receives are the messages.
+        while let Some(run) = receiver.received.front() {
+            if !due(run.last_at, window) {
+                break;
+            }
+            let m = half(
+                None,
+                Some((run.first_ns, run.first_at)),
+                run.end - run.start,
+            );
+            emit(m, out);
+            let end = run.end;
+            receiver.received.pop_front();
+            while let Some((&s, r)) = receiver.reads.first_key_value() {
+                if r.end > end {
+                    break;
+                }
+                receiver.reads.remove(&s);
+            }
+        }
+    }
+}
+
+impl<'scope> ReconcileCalls<'scope> for Stream<'scope, Time, Vec<SocketCall>> {
+    fn reconcile_calls(
+        self,
+        config: CallsConfig,
+        names: Arc<Names>,
+        alignment: Arc<Alignment>,
+    ) -> CallMessages<'scope> {
+        let scope = self.scope();
+        let mut builder = OperatorBuilder::new("reconcile.calls".to_owned(), scope);
+        let mut input = builder.new_input(self, Exchange::new(connection_key));
+        let (messages_out, messages) = builder.new_output::<Vec<Message>>();
+        let (samples_out, samples) = builder.new_output::<Vec<DelaySample>>();
+        let (events_out, events) = builder.new_output::<Vec<SourceEvent>>();
+        let mut messages_out = OutputBuilder::from(messages_out);
+        let mut samples_out = OutputBuilder::from(samples_out);
+        let mut events_out = OutputBuilder::from(events_out);
+        builder.build(move |capabilities| {
+            let mut caps: Option<Vec<_>> = Some(capabilities);
+            let mut state = Calls {
+                config,
+                names,
+                alignment,
+                connections: HashMap::new(),
+                waiting: BTreeMap::new(),
+            };
+            move |frontiers| {
+                input.for_each(|_cap, batch| {
+                    for c in batch.drain(..) {
+                        let at = state.aligned(&c);
+                        state.waiting.entry(at).or_default().push(c);
+                    }
+                });
+                let Some(caps_now) = caps.as_mut() else {
+                    return;
+                };
+                let now = frontiers[0].frontier().iter().next().copied();
+                let ready = match now {
+                    Some(n) => {
+                        let later = state.waiting.split_off(&n);
+                        std::mem::replace(&mut state.waiting, later)
+                    }
+                    None => std::mem::take(&mut state.waiting),
+                };
+                let mut outcome = Outcome::default();
+                for (at, calls) in ready {
+                    for c in calls {
+                        state.take(c, at);
+                    }
+                }
+                state.settle(now, &mut outcome);
+                outcome.messages.sort_by(|a, b| {
+                    (a.event_ns, &a.src_endpoint, &a.dst_endpoint).cmp(&(
+                        b.event_ns,
+                        &b.src_endpoint,
+                        &b.dst_endpoint,
+                    ))
+                });
+                if !outcome.messages.is_empty() {
+                    messages_out
+                        .activate()
+                        .session(&caps_now[0])
+                        .give_iterator(outcome.messages.drain(..));
+                }
+                if !outcome.samples.is_empty() {
+                    samples_out
+                        .activate()
+                        .session(&caps_now[1])
+                        .give_iterator(outcome.samples.drain(..));
+                }
+                if !outcome.unpaired.is_empty() {
+                    let mut counts: Vec<(OriginId, u64)> = outcome.unpaired.drain().collect();
+                    counts.sort();
+                    events_out.activate().session(&caps_now[2]).give_iterator(
+                        counts.into_iter().map(|(origin, n)| SourceEvent::Stats {
+                            origin,
+                            stats: SourceStats {
+                                unpaired: n,
+                                ..SourceStats::default()
+                            },
+                        }),
+                    );
+                }
+                match now {
+                    Some(t) => {
+                        for c in caps_now.iter_mut() {
+                            if t > *c.time() {
+                                c.downgrade(&t);
+                            }
+                        }
+                    }
+                    None => caps = None,
+                }
+            }
+        });
+        CallMessages {
+            messages,
+            samples,
+            events,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use causeway_sources::Endpoint;
+    use timely::dataflow::operators::capture::Extract;
+    use timely::dataflow::operators::{Capture, ToStream};
+
+    #[allow(clippy::too_many_arguments)]
+    fn call(
+        origin: u16,
+        ts: Time,
+        node: &str,
+        local: &str,
+        peer: &str,
+        direction: Direction,
+        offset: u64,
+        bytes: u64,
+    ) -> SocketCall {
+        SocketCall {
+            origin: OriginId(origin),
+            ts_ns: ts,
+            node: node.into(),
+            transport: Transport::Tcp,
+            local: Address::Endpoint(local.parse::<Endpoint>().unwrap()),
+            peer: Address::Endpoint(peer.parse::<Endpoint>().unwrap()),
+            direction,
+            offset,
+            bytes,
+            payload_hash: 0,
+        }
+    }
+
+    fn run(calls: Vec<SocketCall>) -> Vec<Message> {
+        let names = Arc::new(Names::default());
+        let alignment = Arc::new(Alignment::default());
+        let captured = timely::example(move |scope| {
+            calls
+                .to_stream(scope)
+                .container::<Vec<_>>()
+                .reconcile_calls(CallsConfig::default(), names, alignment)
+                .messages
+                .capture()
+        });
+        let mut m: Vec<Message> = captured
+            .extract()
+            .into_iter()
+            .flat_map(|(_, m)| m)
+            .collect();
+        m.sort_by_key(|m| m.event_ns);
+        m
+    }
+
+    const C: &str = "10.0.0.1:40000";
+    const S: &str = "10.0.0.2:80";
+
+    #[test]
+    fn writes_and_reads_split_differently_make_one_message_each_way() {
+        use Direction::{Recv, Send};
+        let calls = vec![
+            // Client writes the request in two calls; the server reads it in three.
+            call(0, 1_000, "curl[1]@a", C, S, Send, 0, 100),
+            call(0, 1_100, "curl[1]@a", C, S, Send, 100, 50),
+            call(1, 1_500, "srv[2]@b", S, C, Recv, 0, 60),
+            call(1, 1_600, "srv[2]@b", S, C, Recv, 60, 60),
+            call(1, 1_700, "srv[2]@b", S, C, Recv, 120, 30),
+            // The server answers; the client reads it in one call.
+            call(1, 5_000, "srv[2]@b", S, C, Send, 0, 4000),
+            call(0, 6_000, "curl[1]@a", C, S, Recv, 0, 4000),
+        ];
+        let m = run(calls);
+        assert_eq!(m.len(), 2, "{m:#?}");
+        assert_eq!(
+            (
+                m[0].src.as_str(),
+                m[0].dst.as_str(),
+                m[0].send_ns,
+                m[0].recv_ns,
+                m[0].bytes
+            ),
+            ("curl[1]@a", "srv[2]@b", Some(1_000), Some(1_500), Some(150))
+        );
+        assert_eq!(
+            (m[1].src.as_str(), m[1].send_ns, m[1].recv_ns, m[1].bytes),
+            ("srv[2]@b", Some(5_000), Some(6_000), Some(4000))
+        );
+        assert_eq!(m[0].send_domain, Some(Domain::Origin(OriginId(0))));
+        assert_eq!(m[0].recv_domain, Some(Domain::Origin(OriginId(1))));
+    }
+
+    #[test]
+    fn pipelined_requests_take_the_time_of_the_read_holding_their_first_byte() {
+        use Direction::{Recv, Send};
+        let calls = vec![
+            call(0, 1_000, "c[1]@a", C, S, Send, 0, 10),
+            call(1, 2_000, "s[2]@a", S, C, Recv, 0, 10),
+            call(1, 2_500, "s[2]@a", S, C, Send, 0, 5),
+            call(0, 3_000, "c[1]@a", C, S, Recv, 0, 5),
+            // Two requests; the server reads both at once.
+            call(0, 4_000, "c[1]@a", C, S, Send, 10, 10),
+            call(0, 4_100, "c[1]@a", C, S, Recv, 5, 0),
+            call(0, 4_200, "c[1]@a", C, S, Send, 20, 10),
+            call(1, 5_000, "s[2]@a", S, C, Recv, 10, 20),
+        ];
+        let m = run(calls);
+        let reqs: Vec<_> = m.iter().filter(|m| m.src == "c[1]@a").collect();
+        assert_eq!(reqs.len(), 2, "{m:#?}");
+        assert_eq!(reqs[0].recv_ns, Some(2_000));
+        let later: Vec<_> = m
+            .iter()
+            .filter(|m| m.src == "c[1]@a" && m.send_ns >= Some(4_000))
+            .map(|m| (m.send_ns, m.recv_ns, m.bytes))
+            .collect();
+        // The empty read ended nothing, so both writes are one run.
+        assert_eq!(later, vec![(Some(4_000), Some(5_000), Some(20))]);
+    }
+
+    #[test]
+    fn an_untraced_sender_is_named_by_address_and_receives_make_the_runs() {
+        use Direction::{Recv, Send};
+        let calls = vec![
+            call(1, 1_500, "srv[2]@b", S, C, Recv, 0, 60),
+            call(1, 1_600, "srv[2]@b", S, C, Recv, 60, 60),
+            call(1, 5_000, "srv[2]@b", S, C, Send, 0, 10),
+        ];
+        let m = run(calls);
+        assert_eq!(m.len(), 2, "{m:#?}");
+        assert_eq!(
+            (m[0].src.as_str(), m[0].send_ns, m[0].recv_ns, m[0].bytes),
+            ("10.0.0.1", None, Some(1_500), Some(120))
+        );
+        assert_eq!((m[1].dst.as_str(), m[1].recv_ns), ("10.0.0.1", None));
+    }
+}
