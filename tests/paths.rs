@@ -152,3 +152,105 @@ fn score_judges_inferred_patterns_against_the_truth() {
         s["delay"]
     );
 }
+
+/// The cumulative patterns of a finished run: canonical form to (count, expected).
+fn final_patterns(records: &[serde_json::Value]) -> BTreeMap<String, (u64, f64)> {
+    let mut out = BTreeMap::new();
+    for r in records {
+        if r["kind"] == "pattern" && r["cumulative"] == true {
+            out.insert(
+                r["canonical"].as_str().unwrap().to_owned(),
+                (
+                    r["count"].as_u64().unwrap(),
+                    r["expected"].as_f64().unwrap(),
+                ),
+            );
+        }
+    }
+    out.retain(|_, (count, _)| *count > 0);
+    out
+}
+
+/// The multi-tier system captured by a sniffer on every host, once with the hosts' clocks in
+/// agreement and no translation, once with clocks up to 10 minutes apart and drifting, and a
+/// DNAT load balancer (with its own sniffer) in front of the application servers: the same
+/// path patterns come out, with the same counts, named by the real servers.
+#[test]
+fn clock_offsets_and_nat_leave_the_patterns_unchanged() {
+    let analyze = |dir: &std::path::Path| {
+        let names = dir.join("names.txt");
+        let mut args = vec![
+            "analyze".to_owned(),
+            "--format".into(),
+            "jsonl".into(),
+            "--emit".into(),
+            "patterns,nat".into(),
+            "--names".into(),
+            names.to_str().unwrap().into(),
+        ];
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let p = entry.unwrap().path();
+            if p.extension().is_some_and(|e| e == "pcap") {
+                args.push(p.to_str().unwrap().into());
+            }
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        causeway_jsonl(&args)
+    };
+    let common = [
+        "--preset",
+        "multi-tier",
+        "--format",
+        "pcap",
+        "--sniffers",
+        "per-host",
+        "--messages",
+        "20000",
+        "--seed",
+        "7",
+    ];
+    let plain = scratch("paths-plain");
+    generate(&plain, &common);
+    let skewed = scratch("paths-skewed");
+    let mut args = common.to_vec();
+    args.extend([
+        "--clock-offset",
+        "10min",
+        "--drift-ppm",
+        "50",
+        "--dnat",
+        "ap",
+    ]);
+    generate(&skewed, &args);
+
+    let a = analyze(&plain);
+    let b = analyze(&skewed);
+    let nat: Vec<&serde_json::Value> = b.iter().filter(|r| r["kind"] == "nat_mapping").collect();
+    assert!(
+        !nat.is_empty(),
+        "the load balancer's translations are learned"
+    );
+    let (pa, pb) = (final_patterns(&a), final_patterns(&b));
+    let top = |p: &BTreeMap<String, (u64, f64)>| {
+        let mut v: Vec<(&String, f64)> = p.iter().map(|(k, v)| (k, v.1)).collect();
+        v.sort_by(|x, y| y.1.total_cmp(&x.1));
+        v.into_iter()
+            .take(8)
+            .map(|(k, _)| k.clone())
+            .collect::<Vec<_>>()
+    };
+    let (ta, tb) = (top(&pa), top(&pb));
+    let mut sa = ta.clone();
+    let mut sb = tb.clone();
+    sa.sort();
+    sb.sort();
+    assert_eq!(sa, sb, "the eight most expected patterns agree");
+    for k in &ta {
+        let (ca, cb) = (pa[k].0 as f64, pb[k].0 as f64);
+        assert!(
+            (ca - cb).abs() <= 0.03 * ca + 2.0,
+            "{k}: {ca} instances without offsets and NAT, {cb} with"
+        );
+        assert!(!k.contains("10.0.255.1"), "named by the real server: {k}");
+    }
+}

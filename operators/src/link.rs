@@ -79,6 +79,9 @@ pub struct LinkConfig {
     pub idle_ns: Time,
     /// Link types remember about this many messages of their node pair.
     pub type_memory: f64,
+    /// A message is linked once the frontier is this far past its event time, so that its
+    /// causes, whose event times carry their own senders' residual clock error, are in.
+    pub order_slack_ns: Time,
 }
 
 impl Default for LinkConfig {
@@ -93,6 +96,7 @@ impl Default for LinkConfig {
             lateness_ns: 1_000_000_000,
             idle_ns: 300_000_000_000,
             type_memory: 1000.0,
+            order_slack_ns: 500_000_000,
         }
     }
 }
@@ -215,7 +219,7 @@ struct Linker {
 impl Linker {
     fn insert(&mut self, a: Arrival) {
         self.ports
-            .observe(&a.src_endpoint, &a.dst_endpoint, a.event_ns);
+            .observe(&a.src_endpoint, &a.dst_endpoint, a.from, a.to, a.event_ns);
         let list = if a.one_sided {
             self.one_sided.entry(a.to).or_default()
         } else {
@@ -266,8 +270,8 @@ impl Linker {
         let from = node_key(&m.src);
         let to = node_key(&m.dst);
         self.ports
-            .observe(&m.src_endpoint, &m.dst_endpoint, m.event_ns);
-        let from_client = self.ports.client(&m.src_endpoint, &m.dst_endpoint);
+            .observe(&m.src_endpoint, &m.dst_endpoint, from, to, m.event_ns);
+        let from_client = self.ports.client(&m.src_endpoint, &m.dst_endpoint, from);
         let root = |m: Message| Linked {
             id,
             message: m,
@@ -504,6 +508,7 @@ impl<'scope> Link<'scope> for Stream<'scope, Time, Vec<Message>> {
                     .flatten()
                     .min();
                     let ready = |t: &Time| now.is_none_or(|n| *t < n);
+                    let slack = linker.config.order_slack_ns;
                     while let Some(e) = waiting_arrivals.first_entry() {
                         if !ready(&e.key().0) {
                             break;
@@ -512,7 +517,7 @@ impl<'scope> Link<'scope> for Stream<'scope, Time, Vec<Message>> {
                     }
                     let mut out = Vec::new();
                     while let Some(e) = waiting_children.first_entry() {
-                        if !ready(&e.key().0) {
+                        if !ready(&e.key().0.saturating_add(slack)) {
                             break;
                         }
                         let id = e.key().1;

@@ -27,8 +27,10 @@
 //! - **State**: the linked messages of the last `max_delay_ns` + lateness, and those still
 //!   reachable from a root that is not final; freed as soon as no unfinished root precedes
 //!   them. Per pattern, its totals and the window's buckets (buckets older than the window are
-//!   dropped). Memory follows the message rate times the path duration, plus the number of
-//!   distinct patterns; never the length of the input.
+//!   dropped). At most `max_patterns` (plus a quarter) patterns are kept: beyond, those with
+//!   the smallest expected counts are evicted and retracted (count 0). Memory follows the
+//!   message rate times the path duration, plus the pattern table; never the length of the
+//!   input.
 //! - **Cost**: per root, `O(m · 2^k)` for `m` messages and `k` try-both decisions, plus
 //!   building the pattern's canonical text once per instance.
 
@@ -42,7 +44,7 @@ use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::Operator;
 
 use crate::dist::{Dist, Summary};
-use crate::link::{Linked, ONE, Prob};
+use crate::link::{Linked, ONE, Prob, node_key};
 use crate::message::Message;
 use crate::names::Names;
 use crate::pattern::PatternNode;
@@ -107,6 +109,10 @@ pub struct PathsConfig {
     pub aggregate_roles: bool,
     /// Node names and roles.
     pub names: Arc<Names>,
+    /// Most patterns kept. Beyond it the patterns with the smallest expected counts are
+    /// evicted (and retracted in the output), so that memory stays bounded however many rare,
+    /// improbable patterns a long run infers.
+    pub max_patterns: usize,
 }
 
 impl Default for PathsConfig {
@@ -121,6 +127,7 @@ impl Default for PathsConfig {
             instances: false,
             aggregate_roles: false,
             names: Arc::new(Names::new()),
+            max_patterns: 10_000,
         }
     }
 }
@@ -260,6 +267,8 @@ struct Agg {
     first_ns: Time,
     buckets: VecDeque<(Time, Stats)>,
     touched: bool,
+    /// Whether its cumulative totals were reported.
+    reported: bool,
     /// Whether the last windowed report had a count.
     shown: bool,
 }
@@ -282,12 +291,18 @@ type Hypothesis = (Vec<(u64, Option<usize>)>, f64);
 struct Paths {
     config: PathsConfig,
     entries: HashMap<u64, Entry>,
+    /// Links to parents not inserted yet: parent id to (child's event time, child, probability).
+    orphans: HashMap<u64, Vec<(Time, u64, Prob)>>,
     order: VecDeque<(Time, u64)>,
     pending: BTreeSet<(Time, u64)>,
     pending_roots: BTreeSet<(Time, u64)>,
     ports: Ports,
     patterns: HashMap<String, Agg>,
     ids: HashMap<String, String>,
+    /// Evicted patterns that were reported: retracted at the next snapshot.
+    evicted: Vec<(String, PatternNode, bool, bool)>,
+    /// Patterns evicted so far.
+    evictions: u64,
     next_snapshot: Option<Time>,
     last_expiry: Time,
 }
@@ -301,13 +316,26 @@ impl Paths {
 
     fn insert(&mut self, l: Linked) {
         let t = l.message.event_ns;
-        self.ports
-            .observe(&l.message.src_endpoint, &l.message.dst_endpoint, t);
+        self.ports.observe(
+            &l.message.src_endpoint,
+            &l.message.dst_endpoint,
+            node_key(&l.message.src),
+            node_key(&l.message.dst),
+            t,
+        );
         for &(p, q) in &l.parents {
-            if let Some(e) = self.entries.get_mut(&p) {
-                e.children.push((l.id, q));
+            match self.entries.get_mut(&p) {
+                Some(e) => e.children.push((l.id, q)),
+                // The parent's event time (its sender's clock, coarsely aligned) may fall
+                // after the child's: keep the link until the parent comes.
+                None => self.orphans.entry(p).or_default().push((t, l.id, q)),
             }
         }
+        let adopted: Vec<(u64, Prob)> = self
+            .orphans
+            .remove(&l.id)
+            .map(|v| v.into_iter().map(|(_, c, q)| (c, q)).collect())
+            .unwrap_or_default();
         let s = f64::from(l.spontaneous) / f64::from(ONE);
         if decide(s, l.best.is_none()) != Decision::False {
             self.pending.insert((t.saturating_add(self.settle()), l.id));
@@ -318,7 +346,7 @@ impl Paths {
             l.id,
             Entry {
                 m: l.message,
-                children: Vec::new(),
+                children: adopted,
                 best: l.best,
                 spontaneous: l.spontaneous,
             },
@@ -411,7 +439,7 @@ impl Paths {
     }
 
     fn label(&self, e: &Address, peer: &Address, node: &str) -> String {
-        if self.ports.client(e, peer) {
+        if self.ports.client(e, peer, node_key(node)) {
             "CLIENT".to_owned()
         } else if self.config.aggregate_roles {
             self.config.names.role(node).to_owned()
@@ -546,12 +574,19 @@ impl Paths {
         let every = self.config.every_ns;
         let bucket = root_ns - root_ns % every;
         let n = b.hops.len();
+        if !self.patterns.contains_key(&id) {
+            let cap = self.config.max_patterns.max(1);
+            if self.patterns.len() >= cap + cap / 4 {
+                self.evict(cap);
+            }
+        }
         let agg = self.patterns.entry(id.clone()).or_insert_with(|| Agg {
             tree: b.tree.clone(),
             total: Stats::new(n),
             first_ns: root_ns,
             buckets: VecDeque::new(),
             touched: false,
+            reported: false,
             shown: false,
         });
         agg.touched = true;
@@ -583,6 +618,36 @@ impl Paths {
             }
         }
         id
+    }
+
+    /// Evicts the patterns with the smallest expected counts until `keep` remain. Amortised:
+    /// called when the table is a quarter over `keep`, so each insertion pays `O(log n)`.
+    fn evict(&mut self, keep: usize) {
+        let mut by_expected: Vec<(f64, String)> = self
+            .patterns
+            .iter()
+            .map(|(id, a)| (a.total.expected, id.clone()))
+            .collect();
+        let excess = by_expected.len().saturating_sub(keep);
+        if excess == 0 {
+            return;
+        }
+        by_expected.select_nth_unstable_by(excess - 1, |a, b| a.0.total_cmp(&b.0));
+        if self.evictions == 0 {
+            tracing::warn!(
+                "paths: more than {keep} patterns; evicting those with the smallest expected \
+                 counts (retracted in the output; raise --max-patterns to keep more)"
+            );
+        }
+        for (_, id) in by_expected.into_iter().take(excess) {
+            if let Some(agg) = self.patterns.remove(&id) {
+                self.ids.remove(&agg.tree.canonical());
+                self.evictions += 1;
+                if agg.reported || agg.shown {
+                    self.evicted.push((id, agg.tree, agg.shown, agg.reported));
+                }
+            }
+        }
     }
 
     /// Finishes the roots that are ready at `now` (all of them when `now` is `None`).
@@ -637,6 +702,11 @@ impl Paths {
             self.order.pop_front();
             self.entries.remove(&id);
         }
+        // Links whose parent never came (its sender was not observed, or it was late).
+        self.orphans.retain(|_, v| {
+            v.retain(|(t, _, _)| *t >= settled);
+            !v.is_empty()
+        });
         if now.saturating_sub(self.last_expiry) >= 10_000_000_000 {
             self.ports.expire(now.saturating_sub(300_000_000_000));
             self.last_expiry = now;
@@ -647,6 +717,40 @@ impl Paths {
     fn snapshot(&mut self, at: Time, last: bool, out: &mut Vec<PathRecord>) {
         let window = self.config.window_ns;
         let start = at.saturating_sub(window);
+        for (id, tree, shown, reported) in std::mem::take(&mut self.evicted) {
+            if self.patterns.contains_key(&id) {
+                // Back since: its new report supersedes the old one.
+                continue;
+            }
+            let empty = Stats::default();
+            if shown {
+                out.push(PathRecord::Pattern(pattern_record(
+                    &id,
+                    &tree,
+                    &empty,
+                    false,
+                    (start, at),
+                    last,
+                )));
+            }
+            if reported {
+                out.push(PathRecord::Pattern(pattern_record(
+                    &id,
+                    &tree,
+                    &empty,
+                    true,
+                    (start, at),
+                    last,
+                )));
+            }
+        }
+        if last && self.evictions > 0 {
+            tracing::info!(
+                "paths: {} patterns evicted in all (--max-patterns {})",
+                self.evictions,
+                self.config.max_patterns
+            );
+        }
         let mut ids: Vec<&String> = self.patterns.keys().collect();
         ids.sort();
         let ids: Vec<String> = ids.into_iter().cloned().collect();
@@ -678,6 +782,7 @@ impl Paths {
             }
             agg.shown = w.count > 0;
             if agg.touched || last {
+                agg.reported = true;
                 out.push(PathRecord::Pattern(pattern_record(
                     &id,
                     &agg.tree,
@@ -744,12 +849,15 @@ impl<'scope> BuildPaths<'scope> for Stream<'scope, Time, Vec<Linked>> {
             let mut paths = Paths {
                 config,
                 entries: HashMap::new(),
+                orphans: HashMap::new(),
                 order: VecDeque::new(),
                 pending: BTreeSet::new(),
                 pending_roots: BTreeSet::new(),
                 ports: Ports::default(),
                 patterns: HashMap::new(),
                 ids: HashMap::new(),
+                evicted: Vec::new(),
+                evictions: 0,
                 next_snapshot: None,
                 last_expiry: 0,
             };

@@ -29,7 +29,8 @@ impl JsonLines {
 impl Sink for JsonLines {
     fn write(&mut self, record: &Record) -> Result<(), SinkError> {
         self.line.clear();
-        serde_json::to_writer(&mut self.line, &record.to_json(&self.origins))
+        record
+            .write_json(&self.origins, &mut self.line)
             .map_err(|e| SinkError::Encode(e.to_string()))?;
         self.line.push(b'\n');
         self.out.write_all(&self.line)

@@ -11,6 +11,7 @@ use causeway_operators::{
 };
 use causeway_sources::Origins;
 use causeway_sources::decode::linktype;
+use serde::ser::{SerializeMap, SerializeSeq, Serializer};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -154,97 +155,247 @@ impl Record {
                 "observations": n.observations,
                 "final": n.last,
             }),
-            Record::Pattern(p) => {
-                let mut pos = 0;
-                object([
-                    ("schema", json!(SCHEMA)),
-                    ("kind", json!("pattern")),
-                    ("id", json!(p.id)),
-                    ("cumulative", json!(p.cumulative)),
-                    (
-                        "window",
-                        json!({"start_ns": p.window.0, "end_ns": p.window.1}),
-                    ),
-                    ("count", json!(p.count)),
-                    ("expected", json!(p.expected)),
-                    ("max_probability", json!(p.max_probability)),
-                    ("end_to_end_ms", summary(&p.end_to_end)),
-                    ("canonical", Value::String(p.tree.canonical())),
-                    ("root", tree_json(&p.tree, &p.hops, &mut pos)),
-                    ("final", json!(p.last)),
-                ])
-            }
-            Record::Instance(i) => {
-                let messages = i
-                    .messages
-                    .iter()
-                    .map(|m| {
-                        let mut o = object([
-                            ("src", json!(m.src)),
-                            ("dst", json!(m.dst)),
-                            ("dst_port", json!(m.dst_port)),
-                            ("src_endpoint", Value::String(m.src_endpoint.to_string())),
-                            ("dst_endpoint", Value::String(m.dst_endpoint.to_string())),
-                            ("send_ns", json!(m.send_ns)),
-                            ("recv_ns", json!(m.recv_ns)),
-                            ("parent", json!(m.parent)),
-                        ]);
-                        if let (Some(row), Value::Object(o)) = (m.row, &mut o) {
-                            o.insert("row".into(), json!(row));
-                        }
-                        o
-                    })
-                    .collect();
-                object([
-                    ("schema", json!(SCHEMA)),
-                    ("kind", json!("instance")),
-                    ("pattern", json!(i.pattern)),
-                    ("probability", json!(i.probability)),
-                    ("messages", Value::Array(messages)),
-                ])
-            }
+            Record::Pattern(p) => serde_json::to_value(PatternJson(p)).unwrap_or(Value::Null),
+            Record::Instance(i) => serde_json::to_value(InstanceJson(i)).unwrap_or(Value::Null),
+        }
+    }
+
+    /// Appends the record's JSON (as [`Record::to_json`] gives it) to `out`. Patterns and
+    /// instances, the bulk of a long run's output, are written straight from the records,
+    /// without building a [`Value`] first.
+    pub fn write_json(&self, origins: &Origins, out: &mut Vec<u8>) -> serde_json::Result<()> {
+        match self {
+            Record::Pattern(p) => serde_json::to_writer(out, &PatternJson(p)),
+            Record::Instance(i) => serde_json::to_writer(out, &InstanceJson(i)),
+            other => serde_json::to_writer(out, &other.to_json(origins)),
         }
     }
 }
 
-/// A JSON object from its fields in order. Unlike `json!`, which serializes every interpolated
-/// value again (a deep copy of each nested tree, quadratic in the depth of a pattern tree), this
-/// moves the values in.
-fn object<const N: usize>(fields: [(&str, Value); N]) -> Value {
-    Value::Object(
-        fields
-            .into_iter()
-            .map(|(k, v)| (k.to_owned(), v))
-            .collect(),
-    )
+/// A pattern's JSON form.
+struct PatternJson<'a>(&'a PathPattern);
+
+impl Serialize for PatternJson<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let p = self.0;
+        let mut m = s.serialize_map(Some(12))?;
+        m.serialize_entry("schema", &SCHEMA)?;
+        m.serialize_entry("kind", "pattern")?;
+        m.serialize_entry("id", &p.id)?;
+        m.serialize_entry("cumulative", &p.cumulative)?;
+        m.serialize_entry(
+            "window",
+            &WindowJson {
+                start_ns: p.window.0,
+                end_ns: p.window.1,
+            },
+        )?;
+        m.serialize_entry("count", &p.count)?;
+        m.serialize_entry("expected", &p.expected)?;
+        m.serialize_entry("max_probability", &p.max_probability)?;
+        m.serialize_entry("end_to_end_ms", &SummaryJson(&p.end_to_end))?;
+        m.serialize_entry("canonical", &p.tree.canonical())?;
+        m.serialize_entry(
+            "root",
+            &TreeJson {
+                node: &p.tree,
+                hops: &p.hops,
+                pos: 0,
+            },
+        )?;
+        m.serialize_entry("final", &p.last)?;
+        m.end()
+    }
 }
 
-fn summary(s: &Summary) -> Value {
-    json!({"mean": s.mean, "p50": s.p50, "p90": s.p90, "p99": s.p99})
+#[derive(Serialize)]
+struct WindowJson {
+    start_ns: u64,
+    end_ns: u64,
 }
 
-/// A pattern tree with each hop's statistics (`hops` in preorder; `pos` walks it).
-fn tree_json(node: &PatternNode, hops: &[HopStats], pos: &mut usize) -> Value {
-    let here = hops.get(*pos).cloned().unwrap_or_default();
-    *pos += 1;
-    let children: Vec<Value> = node
-        .children
-        .iter()
-        .map(|c| tree_json(c, hops, pos))
-        .collect();
-    let mut v = object([
-        ("src", json!(node.src)),
-        ("dst", json!(node.dst)),
-        ("dst_port", json!(node.dst_port)),
-        ("children", Value::Array(children)),
-    ]);
-    if let Value::Object(o) = &mut v {
-        if let Some(n) = &here.network {
-            o.insert("network_ms".into(), summary(n));
+/// A distribution summary in ms.
+struct SummaryJson<'a>(&'a Summary);
+
+impl Serialize for SummaryJson<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(4))?;
+        m.serialize_entry("mean", &self.0.mean)?;
+        m.serialize_entry("p50", &self.0.p50)?;
+        m.serialize_entry("p90", &self.0.p90)?;
+        m.serialize_entry("p99", &self.0.p99)?;
+        m.end()
+    }
+}
+
+/// A pattern tree node with its hop's statistics (`hops` in preorder, `pos` this node's).
+struct TreeJson<'a> {
+    node: &'a PatternNode,
+    hops: &'a [HopStats],
+    pos: usize,
+}
+
+impl Serialize for TreeJson<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        struct Children<'a>(&'a TreeJson<'a>);
+        impl Serialize for Children<'_> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let t = self.0;
+                let mut seq = s.serialize_seq(Some(t.node.children.len()))?;
+                let mut pos = t.pos + 1;
+                for c in &t.node.children {
+                    seq.serialize_element(&TreeJson {
+                        node: c,
+                        hops: t.hops,
+                        pos,
+                    })?;
+                    pos += c.size();
+                }
+                seq.end()
+            }
         }
-        if let Some(d) = &here.delay {
-            o.insert("delay_ms".into(), summary(d));
+        let here = self.hops.get(self.pos);
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("src", &self.node.src)?;
+        m.serialize_entry("dst", &self.node.dst)?;
+        m.serialize_entry("dst_port", &self.node.dst_port)?;
+        m.serialize_entry("children", &Children(self))?;
+        if let Some(n) = here.and_then(|h| h.network.as_ref()) {
+            m.serialize_entry("network_ms", &SummaryJson(n))?;
+        }
+        if let Some(d) = here.and_then(|h| h.delay.as_ref()) {
+            m.serialize_entry("delay_ms", &SummaryJson(d))?;
+        }
+        m.end()
+    }
+}
+
+/// An instance's JSON form.
+struct InstanceJson<'a>(&'a PathInstance);
+
+impl Serialize for InstanceJson<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct MessageJson<'a> {
+            src: &'a str,
+            dst: &'a str,
+            dst_port: Option<u16>,
+            src_endpoint: String,
+            dst_endpoint: String,
+            send_ns: Option<u64>,
+            recv_ns: Option<u64>,
+            parent: Option<usize>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            row: Option<u64>,
+        }
+        let i = self.0;
+        let mut m = s.serialize_map(Some(5))?;
+        m.serialize_entry("schema", &SCHEMA)?;
+        m.serialize_entry("kind", "instance")?;
+        m.serialize_entry("pattern", &i.pattern)?;
+        m.serialize_entry("probability", &i.probability)?;
+        let messages: Vec<MessageJson> = i
+            .messages
+            .iter()
+            .map(|x| MessageJson {
+                src: &x.src,
+                dst: &x.dst,
+                dst_port: x.dst_port,
+                src_endpoint: x.src_endpoint.to_string(),
+                dst_endpoint: x.dst_endpoint.to_string(),
+                send_ns: x.send_ns,
+                recv_ns: x.recv_ns,
+                parent: x.parent,
+                row: x.row,
+            })
+            .collect();
+        m.serialize_entry("messages", &messages)?;
+        m.end()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn node(src: &str, dst: &str, port: Option<u16>, children: Vec<PatternNode>) -> PatternNode {
+        PatternNode {
+            src: src.into(),
+            dst: dst.into(),
+            dst_port: port,
+            children,
         }
     }
-    v
+
+    fn summary(mean: f64) -> Summary {
+        Summary {
+            mean,
+            p50: mean,
+            p90: mean,
+            p99: mean,
+        }
+    }
+
+    /// The pattern JSON of the output contract, with each hop's statistics at its place in
+    /// the tree (preorder), written straight and as a value alike.
+    #[test]
+    fn pattern_json_places_hop_statistics_in_preorder() {
+        let tree = node(
+            "CLIENT",
+            "web",
+            Some(80),
+            vec![
+                node(
+                    "web",
+                    "db",
+                    Some(5432),
+                    vec![node("db", "web", None, vec![])],
+                ),
+                node("web", "CLIENT", None, vec![]),
+            ],
+        );
+        let hops: Vec<HopStats> = (0..4)
+            .map(|i| HopStats {
+                delay: (i > 0).then(|| summary(i as f64)),
+                network: Some(summary(10.0 + i as f64)),
+            })
+            .collect();
+        let p = PathPattern {
+            id: "abc".into(),
+            tree,
+            cumulative: true,
+            window: (1, 2),
+            count: 3,
+            expected: 2.5,
+            max_probability: 1.0,
+            end_to_end: summary(7.0),
+            hops,
+            last: false,
+        };
+        let r = Record::Pattern(p);
+        let s = |m: f64| json!({"mean": m, "p50": m, "p90": m, "p99": m});
+        let expected = json!({
+            "schema": 1, "kind": "pattern", "id": "abc", "cumulative": true,
+            "window": {"start_ns": 1, "end_ns": 2}, "count": 3, "expected": 2.5,
+            "max_probability": 1.0, "end_to_end_ms": s(7.0),
+            "canonical": "CLIENT>web:80(web>db:5432(db>web:*()) web>CLIENT:*())",
+            "root": {"src": "CLIENT", "dst": "web", "dst_port": 80, "network_ms": s(10.0),
+                "children": [
+                    {"src": "web", "dst": "db", "dst_port": 5432, "network_ms": s(11.0),
+                     "delay_ms": s(1.0), "children": [
+                        {"src": "db", "dst": "web", "dst_port": null, "network_ms": s(12.0),
+                         "delay_ms": s(2.0), "children": []}]},
+                    {"src": "web", "dst": "CLIENT", "dst_port": null, "network_ms": s(13.0),
+                     "delay_ms": s(3.0), "children": []}]},
+            "final": false,
+        });
+        let origins = Origins::default();
+        assert_eq!(r.to_json(&origins), expected);
+        let mut bytes = Vec::new();
+        r.write_json(&origins, &mut bytes).unwrap();
+        let written: Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(written, expected);
+    }
 }
