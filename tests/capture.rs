@@ -397,3 +397,103 @@ fn a_log_cut_short_is_read_up_to_the_damage() {
         "requests and answers before the damage: {messages}"
     );
 }
+
+/// A UNIX stream socket server and a UDP server (python3), each with three clients, all under
+/// capture: every message is paired with its other end (UNIX by path and peer pid, UDP by
+/// payload hash), and the clients are `CLIENT`.
+#[test]
+fn unix_and_udp_sockets_pair_both_ends() {
+    if !system_tools(&["python3"]) {
+        return;
+    }
+    let dir = scratch("capture-unix-udp");
+    let cap = dir.join("cap");
+    let sock = dir.join("s.sock");
+    let port = free_port();
+    let server = format!(
+        r#"
+import socket, os, sys
+if sys.argv[1] == 'unix':
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); s.bind({sock:?}); s.listen(5)
+    for _ in range(3):
+        c, _ = s.accept()
+        while True:
+            d = c.recv(100)
+            if not d: break
+            c.sendall(d.upper())
+        c.close()
+else:
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(('127.0.0.1', {port}))
+    s.settimeout(10)
+    for _ in range(6):
+        d, a = s.recvfrom(100); s.sendto(d.upper(), a)
+"#
+    );
+    let client = format!(
+        r#"
+import socket, sys
+if sys.argv[1] == 'unix':
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); s.connect({sock:?})
+    for i in range(2):
+        s.sendall(b'hello %d' % i); assert s.recv(100) == b'HELLO %d' % i
+    s.close()
+else:
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(10)
+    for i in range(2):
+        s.sendto(b'ping %d' % i, ('127.0.0.1', {port})); assert s.recvfrom(100)[0] == b'PING %d' % i
+"#
+    );
+    let (srv, cli) = (dir.join("srv.py"), dir.join("cli.py"));
+    std::fs::write(&srv, server).unwrap();
+    std::fs::write(&cli, client).unwrap();
+    for kind in ["unix", "udp"] {
+        let mut s = capture(&cap, "python3", &[srv.to_str().unwrap(), kind])
+            .spawn()
+            .unwrap();
+        let start = Instant::now();
+        while kind == "unix" && !sock.exists() {
+            assert!(start.elapsed() < Duration::from_secs(10), "no UNIX socket");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if kind == "udp" {
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        for _ in 0..3 {
+            let out = capture(&cap, "python3", &[cli.to_str().unwrap(), kind])
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{kind} client: {out:?}");
+        }
+        assert!(s.wait().unwrap().success(), "{kind} server");
+    }
+    let records = causeway_jsonl(&[
+        "analyze",
+        "--format",
+        "jsonl",
+        "--emit",
+        "messages,patterns",
+        cap.to_str().unwrap(),
+    ]);
+    let messages: Vec<&serde_json::Value> =
+        records.iter().filter(|r| r["kind"] == "message").collect();
+    let path = format!("unix:{}", sock.display());
+    let unix: Vec<_> = messages
+        .iter()
+        .filter(|m| m["dst_endpoint"].as_str().unwrap().starts_with(&path))
+        .collect();
+    let udp: Vec<_> = messages.iter().filter(|m| m["protocol"] == "udp").collect();
+    assert_eq!((unix.len(), udp.len()), (12, 12), "{messages:?}");
+    for m in unix.iter().chain(&udp) {
+        assert!(
+            !m["send_ns"].is_null() && !m["recv_ns"].is_null(),
+            "both ends: {m}"
+        );
+        assert!(m["src"].as_str().unwrap().starts_with("python3"), "{m}");
+    }
+    let found = patterns(&records);
+    assert_eq!(found.len(), 2, "{found:?}");
+    for (canonical, count, _) in &found {
+        assert!(canonical.starts_with("CLIENT>python3"), "{canonical}");
+        assert_eq!(*count, 6, "{found:?}");
+    }
+}

@@ -42,9 +42,20 @@ impl Ports {
     /// Records a message between `a` (of node `node_a`) and `b` (of `node_b`) at event time
     /// `t`.
     pub fn observe(&mut self, a: &Address, b: &Address, node_a: u64, node_b: u64, t: Time) {
-        if let (Address::Endpoint(a), Address::Endpoint(b)) = (a, b) {
-            self.note(*a, *b, node_a, t);
-            self.note(*b, *a, node_b, t);
+        match (a, b) {
+            (Address::Endpoint(a), Address::Endpoint(b)) => {
+                self.note(*a, *b, node_a, t);
+                self.note(*b, *a, node_b, t);
+            }
+            _ => {
+                // A UNIX stream socket: the end with the path is the server's.
+                for (x, node) in [(a, node_a), (b, node_b)] {
+                    if matches!(x, Address::Name(n) if n.starts_with("unix:") && !n.contains('#')) {
+                        let s = self.servers.entry(node).or_default();
+                        *s = (*s).max(t);
+                    }
+                }
+            }
         }
     }
 
@@ -91,6 +102,10 @@ impl Ports {
     pub fn client(&self, e: &Address, peer: &Address, node: u64) -> bool {
         match e {
             Address::Endpoint(_) => !self.servers.contains_key(&node) && !self.fixed(e, peer),
+            // The connecting end of a UNIX stream socket (`unix:PATH#PID`).
+            Address::Name(n) if n.starts_with("unix:") && n.contains('#') => {
+                !self.servers.contains_key(&node)
+            }
             Address::Name(_) => false,
         }
     }
@@ -144,6 +159,12 @@ mod tests {
         assert!(p.client(&a("10.1.0.1:40000"), &a("10.0.0.1:80"), client));
         // A client process on the server's host is still a client.
         assert!(p.client(&a("10.0.0.1:40000"), &a("10.0.0.1:80"), client));
+        // UNIX stream sockets: the end with the path is the server's.
+        let (sock, conn) = (a("unix:/run/app.sock"), a("unix:/run/app.sock#42"));
+        p.observe(&conn, &sock, client, server, 1);
+        assert!(p.fixed(&sock, &conn) && !p.fixed(&conn, &sock));
+        assert!(p.client(&conn, &sock, client));
+        assert!(!p.client(&sock, &conn, server));
         p.expire(2);
         assert!(p.is_empty());
     }
