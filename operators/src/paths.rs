@@ -34,10 +34,13 @@
 //! - **Cost**: per root, `O(m · 2^k)` for `m` messages and `k` try-both decisions, plus
 //!   building the pattern's canonical text once per instance.
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::hash::BuildHasher;
 use std::sync::Arc;
 
 use causeway_sources::{Address, Time};
+use foldhash::fast::FixedState;
 use serde::{Deserialize, Serialize};
 use timely::dataflow::Stream;
 use timely::dataflow::channels::pact::Exchange;
@@ -262,6 +265,8 @@ impl Stats {
 }
 
 struct Agg {
+    /// The public id ([`PatternNode::id`]).
+    id: String,
     tree: PatternNode,
     total: Stats,
     first_ns: Time,
@@ -273,9 +278,57 @@ struct Agg {
     shown: bool,
 }
 
+/// One message of an instance as its pattern has it: interned labels, the receiver's port
+/// when fixed, and how many children it has (preorder, so the tree follows).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Hop {
+    src: u32,
+    dst: u32,
+    port: Option<u16>,
+    children: u32,
+}
+
+/// The label `CLIENT` (WAP5 §2.5.1), interned first.
+const CLIENT: u32 = 0;
+
+/// Interned node labels.
+struct Labels {
+    ids: HashMap<String, u32>,
+    names: Vec<String>,
+}
+
+impl Default for Labels {
+    fn default() -> Self {
+        let mut l = Labels {
+            ids: HashMap::new(),
+            names: Vec::new(),
+        };
+        l.intern("CLIENT");
+        l
+    }
+}
+
+impl Labels {
+    fn intern(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.ids.get(name) {
+            return id;
+        }
+        let id = self.names.len() as u32;
+        self.names.push(name.to_owned());
+        self.ids.insert(name.to_owned(), id);
+        id
+    }
+
+    fn name(&self, id: u32) -> &str {
+        self.names.get(id as usize).map_or("?", String::as_str)
+    }
+}
+
 /// One finished instance, before aggregation.
 struct Built {
-    tree: PatternNode,
+    /// Hash of `shape`: the pattern's key.
+    key: u64,
+    shape: Vec<Hop>,
     messages: Vec<InstanceMessage>,
     probability: f64,
     e2e: Option<i64>,
@@ -297,10 +350,12 @@ struct Paths {
     pending: BTreeSet<(Time, u64)>,
     pending_roots: BTreeSet<(Time, u64)>,
     ports: Ports,
-    patterns: HashMap<String, Agg>,
-    ids: HashMap<String, String>,
+    /// Patterns by the hash of their shape.
+    patterns: HashMap<u64, Agg>,
+    /// Node labels in patterns.
+    labels: RefCell<Labels>,
     /// Evicted patterns that were reported: retracted at the next snapshot.
-    evicted: Vec<(String, PatternNode, bool, bool)>,
+    evicted: Vec<(u64, String, PatternNode, bool, bool)>,
     /// Patterns evicted so far.
     evictions: u64,
     next_snapshot: Option<Time>,
@@ -438,13 +493,17 @@ impl Paths {
         out
     }
 
-    fn label(&self, e: &Address, peer: &Address, node: &str) -> String {
+    /// The label of the node at `e` (talking to `peer`) in patterns: `CLIENT`, its role, or
+    /// its name, interned.
+    fn label(&self, e: &Address, peer: &Address, node: &str) -> u32 {
         if self.ports.client(e, peer, node_key(node)) {
-            "CLIENT".to_owned()
+            CLIENT
         } else if self.config.aggregate_roles {
-            self.config.names.role(node).to_owned()
+            self.labels
+                .borrow_mut()
+                .intern(self.config.names.role(node))
         } else {
-            node.to_owned()
+            self.labels.borrow_mut().intern(node)
         }
     }
 
@@ -477,44 +536,23 @@ impl Paths {
                 stack.push((c, Some(pos)));
             }
         }
-        let labels: Vec<(String, String, Option<u16>)> = entries
-            .iter()
-            .map(|e| {
-                let m = &e.m;
-                let port = match &m.dst_endpoint {
-                    Address::Endpoint(d) if self.ports.fixed(&m.dst_endpoint, &m.src_endpoint) => {
-                        Some(d.port)
-                    }
-                    _ => None,
-                };
-                (
-                    self.label(&m.src_endpoint, &m.dst_endpoint, &m.src),
-                    self.label(&m.dst_endpoint, &m.src_endpoint, &m.dst),
-                    port,
-                )
-            })
-            .collect();
-        fn tree(
-            i: usize,
-            labels: &[(String, String, Option<u16>)],
-            children: &[Vec<usize>],
-        ) -> PatternNode {
-            PatternNode {
-                src: labels[i].0.clone(),
-                dst: labels[i].1.clone(),
-                dst_port: labels[i].2,
-                children: children[i]
-                    .iter()
-                    .map(|&c| tree(c, labels, children))
-                    .collect(),
-            }
-        }
-        let pattern = tree(0, &labels, &children);
-        let mut out_msgs = Vec::with_capacity(n);
+        let mut shape = Vec::with_capacity(n);
         let mut hops = Vec::with_capacity(n);
         let (mut first, mut last) = (i64::MAX, i64::MIN);
         for &(i, pp) in &order {
             let m = &entries[i].m;
+            let port = match &m.dst_endpoint {
+                Address::Endpoint(d) if self.ports.fixed(&m.dst_endpoint, &m.src_endpoint) => {
+                    Some(d.port)
+                }
+                _ => None,
+            };
+            shape.push(Hop {
+                src: self.label(&m.src_endpoint, &m.dst_endpoint, &m.src),
+                dst: self.label(&m.dst_endpoint, &m.src_endpoint, &m.dst),
+                port,
+                children: children[i].len() as u32,
+            });
             let send = m.send_corrected_ns.or(m.send_ns);
             let recv = m.recv_corrected_ns.or(m.recv_ns);
             if let Some(s) = send {
@@ -540,58 +578,88 @@ impl Paths {
                 }
             });
             hops.push((delay, network));
-            out_msgs.push(InstanceMessage {
-                src: labels[i].0.clone(),
-                dst: labels[i].1.clone(),
-                dst_port: labels[i].2,
-                src_endpoint: m.src_endpoint.clone(),
-                dst_endpoint: m.dst_endpoint.clone(),
-                send_ns: m.send_ns,
-                recv_ns: m.recv_ns,
-                parent: pp,
-                row: m.row,
-            });
         }
+        let messages = if self.config.instances {
+            let labels = self.labels.borrow();
+            order
+                .iter()
+                .zip(&shape)
+                .map(|(&(i, pp), hop)| {
+                    let m = &entries[i].m;
+                    InstanceMessage {
+                        src: labels.name(hop.src).to_owned(),
+                        dst: labels.name(hop.dst).to_owned(),
+                        dst_port: hop.port,
+                        src_endpoint: m.src_endpoint.clone(),
+                        dst_endpoint: m.dst_endpoint.clone(),
+                        send_ns: m.send_ns,
+                        recv_ns: m.recv_ns,
+                        parent: pp,
+                        row: m.row,
+                    }
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         Some(Built {
-            tree: pattern,
-            messages: out_msgs,
+            key: FixedState::with_seed(0x7061_7468).hash_one(&shape),
+            shape,
+            messages,
             probability,
             e2e: (first <= last).then_some(last - first),
             hops,
         })
     }
 
-    fn aggregate(&mut self, root_ns: Time, b: &Built) -> String {
-        let canonical = b.tree.canonical();
-        let id = match self.ids.get(&canonical) {
-            Some(id) => id.clone(),
-            None => {
-                let id = b.tree.id();
-                self.ids.insert(canonical, id.clone());
-                id
+    /// The pattern tree of a preorder `shape`.
+    fn tree(&self, shape: &[Hop]) -> PatternNode {
+        fn grow(shape: &[Hop], at: &mut usize, labels: &Labels) -> PatternNode {
+            let h = shape[*at];
+            *at += 1;
+            let children = (0..h.children).map(|_| grow(shape, at, labels)).collect();
+            PatternNode {
+                src: labels.name(h.src).to_owned(),
+                dst: labels.name(h.dst).to_owned(),
+                dst_port: h.port,
+                children,
             }
-        };
-        let every = self.config.every_ns;
-        let bucket = root_ns - root_ns % every;
-        let n = b.hops.len();
-        if !self.patterns.contains_key(&id) {
+        }
+        grow(shape, &mut 0, &self.labels.borrow())
+    }
+
+    fn aggregate(&mut self, root_ns: Time, b: &Built) -> String {
+        if !self.patterns.contains_key(&b.key) {
             let cap = self.config.max_patterns.max(1);
             if self.patterns.len() >= cap + cap / 4 {
                 self.evict(cap);
             }
         }
-        let agg = self.patterns.entry(id.clone()).or_insert_with(|| Agg {
-            tree: b.tree.clone(),
-            total: Stats::new(n),
-            first_ns: root_ns,
-            buckets: VecDeque::new(),
-            touched: false,
-            reported: false,
-            shown: false,
-        });
+        let n = b.hops.len();
+        if !self.patterns.contains_key(&b.key) {
+            let tree = self.tree(&b.shape);
+            self.patterns.insert(
+                b.key,
+                Agg {
+                    id: tree.id(),
+                    tree,
+                    total: Stats::new(n),
+                    first_ns: root_ns,
+                    buckets: VecDeque::new(),
+                    touched: false,
+                    reported: false,
+                    shown: false,
+                },
+            );
+        }
+        let every = self.config.every_ns;
+        let bucket = root_ns - root_ns % every;
+        let Some(agg) = self.patterns.get_mut(&b.key) else {
+            return String::new();
+        };
         agg.touched = true;
         agg.first_ns = agg.first_ns.min(root_ns);
-        let pos = agg.buckets.iter().position(|(s, _)| *s == bucket);
+        let pos = agg.buckets.iter().rposition(|(s, _)| *s == bucket);
         let idx = match pos {
             Some(i) => i,
             None => {
@@ -617,16 +685,16 @@ impl Paths {
                 }
             }
         }
-        id
+        agg.id.clone()
     }
 
     /// Evicts the patterns with the smallest expected counts until `keep` remain. Amortised:
     /// called when the table is a quarter over `keep`, so each insertion pays `O(log n)`.
     fn evict(&mut self, keep: usize) {
-        let mut by_expected: Vec<(f64, String)> = self
+        let mut by_expected: Vec<(f64, u64)> = self
             .patterns
             .iter()
-            .map(|(id, a)| (a.total.expected, id.clone()))
+            .map(|(key, a)| (a.total.expected, *key))
             .collect();
         let excess = by_expected.len().saturating_sub(keep);
         if excess == 0 {
@@ -639,12 +707,12 @@ impl Paths {
                  counts (retracted in the output; raise --max-patterns to keep more)"
             );
         }
-        for (_, id) in by_expected.into_iter().take(excess) {
-            if let Some(agg) = self.patterns.remove(&id) {
-                self.ids.remove(&agg.tree.canonical());
+        for (_, key) in by_expected.into_iter().take(excess) {
+            if let Some(agg) = self.patterns.remove(&key) {
                 self.evictions += 1;
                 if agg.reported || agg.shown {
-                    self.evicted.push((id, agg.tree, agg.shown, agg.reported));
+                    self.evicted
+                        .push((key, agg.id, agg.tree, agg.shown, agg.reported));
                 }
             }
         }
@@ -717,8 +785,8 @@ impl Paths {
     fn snapshot(&mut self, at: Time, last: bool, out: &mut Vec<PathRecord>) {
         let window = self.config.window_ns;
         let start = at.saturating_sub(window);
-        for (id, tree, shown, reported) in std::mem::take(&mut self.evicted) {
-            if self.patterns.contains_key(&id) {
+        for (key, id, tree, shown, reported) in std::mem::take(&mut self.evicted) {
+            if self.patterns.contains_key(&key) {
                 // Back since: its new report supersedes the old one.
                 continue;
             }
@@ -751,13 +819,16 @@ impl Paths {
                 self.config.max_patterns
             );
         }
-        let mut ids: Vec<&String> = self.patterns.keys().collect();
-        ids.sort();
-        let ids: Vec<String> = ids.into_iter().cloned().collect();
-        for id in ids {
-            let Some(agg) = self.patterns.get_mut(&id) else {
+        // In id order, so that output does not depend on hashing.
+        let mut keys: Vec<(&String, u64)> =
+            self.patterns.iter().map(|(k, a)| (&a.id, *k)).collect();
+        keys.sort();
+        let keys: Vec<u64> = keys.into_iter().map(|(_, k)| k).collect();
+        for key in keys {
+            let Some(agg) = self.patterns.get_mut(&key) else {
                 continue;
             };
+            let id = agg.id.clone();
             let before = agg.buckets.len();
             while agg.buckets.front().is_some_and(|(s, _)| *s < start) {
                 agg.buckets.pop_front();
@@ -855,7 +926,7 @@ impl<'scope> BuildPaths<'scope> for Stream<'scope, Time, Vec<Linked>> {
                 pending_roots: BTreeSet::new(),
                 ports: Ports::default(),
                 patterns: HashMap::new(),
-                ids: HashMap::new(),
+                labels: RefCell::new(Labels::default()),
                 evicted: Vec::new(),
                 evictions: 0,
                 next_snapshot: None,

@@ -24,11 +24,6 @@ pub struct PatternNode {
 }
 
 impl PatternNode {
-    /// Messages in the tree (this one and all below it).
-    pub fn size(&self) -> usize {
-        1 + self.children.iter().map(PatternNode::size).sum::<usize>()
-    }
-
     /// Canonical text: `src>dst:port(child child ...)`, with `*` for an ephemeral port.
     pub fn canonical(&self) -> String {
         let mut s = String::new();

@@ -249,7 +249,7 @@ impl Serialize for TreeJson<'_> {
                         hops: t.hops,
                         pos,
                     })?;
-                    pos += c.size();
+                    pos += c.len();
                 }
                 seq.end()
             }
