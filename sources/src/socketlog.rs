@@ -223,6 +223,22 @@ impl SocketLogReader {
             }
         }
         waiting.sort_by_key(|w| (w.start_ns, w.header.pid, w.header.image));
+        let mut hosts: Vec<&str> = waiting.iter().map(|w| w.header.hostname.as_str()).collect();
+        hosts.sort_unstable();
+        hosts.dedup();
+        if hosts.len() > 1 {
+            warnings.push(Warning {
+                origin,
+                path: dir.display().to_string(),
+                offset: None,
+                message: format!(
+                    "holds the logs of {} hosts ({}); one directory is one clock domain, so \
+                     give each host's logs as a directory of its own",
+                    hosts.len(),
+                    hosts.join(", ")
+                ),
+            });
+        }
         Ok(SocketLogReader {
             origin,
             granularity,
@@ -753,9 +769,22 @@ mod tests {
         assert_eq!(stats.skipped(SkipReason::TruncatedRecord), 1);
         assert_eq!(warnings.len(), 1);
         let w = warnings[0].to_string();
+        assert!(w.contains("h.10.0.cwlog") && w.contains("cut short"), "{w}");
+        assert!(warnings[0].offset.is_some(), "{w}");
+    }
+
+    #[test]
+    fn a_directory_with_several_hosts_is_reported() {
+        let d = tempfile::tempdir().unwrap();
+        let mut other = header(11, "curl", Origin::Start, 900);
+        other.hostname = "g".into();
+        write_log(d.path(), &header(10, "curl", Origin::Start, 900), &[], true);
+        write_log(d.path(), &other, &[], true);
+        let (_, _, warnings) = read_all(d.path());
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
         assert!(
-            w.contains("h.10.0.cwlog") && w.contains("truncated at offset"),
-            "{w}"
+            warnings[0].message.contains("2 hosts (g, h)"),
+            "{warnings:?}"
         );
     }
 }
