@@ -52,7 +52,8 @@ impl Dist {
         match &mut self.hist {
             Some(h) => record(h, us, w),
             None => {
-                self.small.push((u32::try_from(us).unwrap_or(u32::MAX), w as f32));
+                self.small
+                    .push((u32::try_from(us).unwrap_or(u32::MAX), w as f32));
                 if self.small.len() > SMALL {
                     self.spill();
                 }

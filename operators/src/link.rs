@@ -288,6 +288,9 @@ impl Linker {
         // Candidates: (id, delay) from the most recent back.
         let mut candidates: Vec<(u64, Time, u64)> = Vec::new();
         let cap = self.config.max_candidates.max(1) * 8;
+        // Whether this message answers a request (see below): then its cause is among the
+        // candidates, never "spontaneous".
+        let mut answering = false;
         let (at, list, only_from) = match (m.send_ns, m.recv_ns) {
             (Some(s), _) => (s, self.inbound.get(&from), None),
             (None, Some(r)) => (r, self.one_sided.get(&from), Some(to)),
@@ -326,6 +329,7 @@ impl Linker {
                 Some(r) if callee && !answered && only_from.is_none() => Some((r.id, r.local_ns)),
                 _ => None,
             };
+            answering = floor.is_some();
             for a in scanned {
                 if let Some((rid, low)) = floor {
                     let within = a.id == rid
@@ -334,6 +338,14 @@ impl Linker {
                     if !within {
                         continue;
                     }
+                }
+                // A request this node has already answered (it sent on that connection since
+                // the request came) caused nothing after its answer.
+                if a.conn != conn
+                    && self.ports.fixed(&a.dst_endpoint, &a.src_endpoint)
+                    && call_before(a.conn, at).is_some_and(|c| c > a.local_ns)
+                {
+                    continue;
                 }
                 candidates.push((a.id, at - a.local_ns, a.from));
             }
@@ -370,7 +382,7 @@ impl Linker {
         let prior = |w: f64| (w + 1.0) / (total_weight + n_types);
         let mut weights: Vec<(u64, f64, Time, u64)> = candidates
             .iter()
-            .take_while(|(_, delay, _)| (*delay as f64) <= horizon)
+            .take_while(|(_, delay, _)| answering || (*delay as f64) <= horizon)
             .take(self.config.max_candidates.max(1))
             .map(|&(pid, delay, px)| {
                 let (tw, tsum) = types.get(&px).map_or((0.0, 0.0), |t| (t.0, t.1));
@@ -383,7 +395,14 @@ impl Linker {
                 (pid, w, delay, px)
             })
             .collect();
-        let spontaneous = prior(types_spont(types)) * (-y).exp();
+        // A reply is caused by its request or by what the request led to: beyond WAP5, which
+        // keeps "spontaneous" for every message, a message that answers a request has no
+        // spontaneous alternative.
+        let spontaneous = if answering && !weights.is_empty() {
+            0.0
+        } else {
+            prior(types_spont(types)) * (-y).exp()
+        };
         let total: f64 = spontaneous + weights.iter().map(|w| w.1).sum::<f64>();
         for w in &mut weights {
             w.1 /= total;
