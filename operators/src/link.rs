@@ -17,9 +17,14 @@
 //!   message whose sender side was not observed (B untraced) may only have been caused by a
 //!   message from its own receiver: B→A's candidates are the A→B messages A sent within `x`
 //!   before A received B→A, in A's clock (A→B→A). Messages a client sends are spontaneous
-//!   (clients start paths; see [`crate::ports`]). Candidates below `min_probability` are
-//!   dropped unless they are the most likely option; at most `max_candidates` (the most
-//!   recent) are kept.
+//!   (clients start paths; see [`crate::ports`]). Beyond WAP5, for request/response
+//!   connections: a message the server side of a connection sends while the last message in
+//!   on it is unanswered is that message's reply, so its cause is that request or a reply to
+//!   a call B made after it, and it is never spontaneous; and a request B has already answered
+//!   is no candidate for what B sends after its answer. A message is linked once the frontier
+//!   is `order_slack_ns` past it, so that parents whose event times carry their senders'
+//!   residual clock error are in. Candidates below `min_probability` are dropped unless they
+//!   are the most likely option; at most `max_candidates` (the most recent) are kept.
 //! - **State**: per node, the arrivals of the last `x` plus the allowed lateness, freed as the
 //!   frontier passes; per node pair, the delay estimate's buckets over `delay_window_ns`; the
 //!   endpoints' port evidence ([`Ports`]), forgotten after `idle_ns`. Memory follows the
