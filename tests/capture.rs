@@ -85,26 +85,6 @@ impl Server {
     }
 }
 
-/// The final cumulative patterns, most expected first: (canonical, count, expected).
-fn patterns(records: &[serde_json::Value]) -> Vec<(String, u64, f64)> {
-    let mut last = std::collections::BTreeMap::new();
-    for r in records {
-        if r["kind"] == "pattern" && r["cumulative"] == true {
-            last.insert(
-                r["id"].as_str().unwrap().to_owned(),
-                (
-                    r["canonical"].as_str().unwrap().to_owned(),
-                    r["count"].as_u64().unwrap(),
-                    r["expected"].as_f64().unwrap(),
-                ),
-            );
-        }
-    }
-    let mut v: Vec<_> = last.into_values().filter(|p| p.1 > 0).collect();
-    v.sort_by(|a, b| b.2.total_cmp(&a.2));
-    v
-}
-
 /// Whether `node` is a process node of `program`: `program[pid]@host`.
 fn is_process_of(node: &str, program: &str) -> bool {
     node.strip_prefix(program)
@@ -187,7 +167,7 @@ fn nginx_proxying_to_python_driven_by_curl() {
         "patterns,stats",
         cap.to_str().unwrap(),
     ]);
-    let found = patterns(&records);
+    let found = final_patterns(&records);
     let (canonical, count, _) = found.first().expect("a pattern");
     // CLIENT>nginx[P]@H:FRONT(nginx[P]@H>python3[Q]@H:BACK(python3[Q]@H>nginx[P]@H:*(nginx[P]@H>CLIENT:*())))
     let parts: Vec<&str> = canonical
@@ -289,7 +269,7 @@ fn redis_server_with_redis_benchmark() {
         "patterns,stats",
         cap.to_str().unwrap(),
     ]);
-    let found = patterns(&records);
+    let found = final_patterns(&records);
     let (canonical, count, expected) = found.first().expect("a pattern");
     let (src, rest) = canonical.trim_end_matches("))").split_once('>').unwrap();
     assert_eq!(src, "CLIENT", "{canonical}");
@@ -490,7 +470,7 @@ else:
         );
         assert!(m["src"].as_str().unwrap().starts_with("python3"), "{m}");
     }
-    let found = patterns(&records);
+    let found = final_patterns(&records);
     assert_eq!(found.len(), 2, "{found:?}");
     for (canonical, count, _) in &found {
         assert!(canonical.starts_with("CLIENT>python3"), "{canonical}");

@@ -153,24 +153,6 @@ fn score_judges_inferred_patterns_against_the_truth() {
     );
 }
 
-/// The cumulative patterns of a finished run: canonical form to (count, expected).
-fn final_patterns(records: &[serde_json::Value]) -> BTreeMap<String, (u64, f64)> {
-    let mut out = BTreeMap::new();
-    for r in records {
-        if r["kind"] == "pattern" && r["cumulative"] == true {
-            out.insert(
-                r["canonical"].as_str().unwrap().to_owned(),
-                (
-                    r["count"].as_u64().unwrap(),
-                    r["expected"].as_f64().unwrap(),
-                ),
-            );
-        }
-    }
-    out.retain(|_, (count, _)| *count > 0);
-    out
-}
-
 /// The multi-tier system captured by a sniffer on every host, once with the hosts' clocks in
 /// agreement and no translation, once with clocks up to 10 minutes apart and drifting, and a
 /// DNAT load balancer (with its own sniffer) in front of the application servers: the same
@@ -230,7 +212,13 @@ fn clock_offsets_and_nat_leave_the_patterns_unchanged() {
         !nat.is_empty(),
         "the load balancer's translations are learned"
     );
-    let (pa, pb) = (final_patterns(&a), final_patterns(&b));
+    let by_canonical = |r: &[serde_json::Value]| -> BTreeMap<String, (u64, f64)> {
+        final_patterns(r)
+            .into_iter()
+            .map(|(c, n, e)| (c, (n, e)))
+            .collect()
+    };
+    let (pa, pb) = (by_canonical(&a), by_canonical(&b));
     let top = |p: &BTreeMap<String, (u64, f64)>| {
         let mut v: Vec<(&String, f64)> = p.iter().map(|(k, v)| (k, v.1)).collect();
         v.sort_by(|x, y| y.1.total_cmp(&x.1));

@@ -50,7 +50,7 @@ impl Ports {
             _ => {
                 // A UNIX stream socket: the end with the path is the server's.
                 for (x, node) in [(a, node_a), (b, node_b)] {
-                    if matches!(x, Address::Name(n) if n.starts_with("unix:") && !n.contains('#')) {
+                    if unix_end(x) == Some(UnixEnd::Server) {
                         let s = self.servers.entry(node).or_default();
                         *s = (*s).max(t);
                     }
@@ -81,7 +81,7 @@ impl Ports {
             // UNIX sockets and names: the named side is the fixed one; of a UNIX stream
             // socket's two ends (`unix:PATH` and `unix:PATH#PID`), the path's.
             return match e {
-                Address::Name(n) => !(n.starts_with("unix:") && n.contains('#')),
+                Address::Name(_) => unix_end(e) != Some(UnixEnd::Client),
                 Address::Endpoint(_) => false,
             };
         };
@@ -103,7 +103,7 @@ impl Ports {
         match e {
             Address::Endpoint(_) => !self.servers.contains_key(&node) && !self.fixed(e, peer),
             // The connecting end of a UNIX stream socket (`unix:PATH#PID`).
-            Address::Name(n) if n.starts_with("unix:") && n.contains('#') => {
+            Address::Name(_) if unix_end(e) == Some(UnixEnd::Client) => {
                 !self.servers.contains_key(&node)
             }
             Address::Name(_) => false,
@@ -124,6 +124,27 @@ impl Ports {
     /// Whether nothing is held.
     pub fn is_empty(&self) -> bool {
         self.endpoints.is_empty()
+    }
+}
+
+/// The two ends of a UNIX stream socket as the socket-log source names them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum UnixEnd {
+    /// `unix:PATH`: the listening side.
+    Server,
+    /// `unix:PATH#PID`: the connecting side.
+    Client,
+}
+
+/// Which end of a UNIX stream socket `a` is, if it is one.
+fn unix_end(a: &Address) -> Option<UnixEnd> {
+    match a {
+        Address::Name(n) if n.starts_with("unix:") => Some(if n.contains('#') {
+            UnixEnd::Client
+        } else {
+            UnixEnd::Server
+        }),
+        _ => None,
     }
 }
 

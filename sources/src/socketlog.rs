@@ -314,6 +314,8 @@ impl SocketLogReader {
                 }
                 self.warn(e);
             }
+            // Logs read to the end hold nothing more.
+            self.open.retain(|l| !(l.done && l.buffer.is_empty()));
             let best = self
                 .open
                 .iter()
@@ -329,13 +331,6 @@ impl SocketLogReader {
                     continue;
                 }
             }
-            self.open.retain(|l| !(l.done && l.buffer.is_empty()));
-            let best = self
-                .open
-                .iter()
-                .enumerate()
-                .filter_map(|(i, l)| l.head().map(|t| (t, i)))
-                .min();
             let (_, i) = best?;
             let Reverse((_, _, r)) = self.open[i].buffer.pop()?;
             return Some((i, *r));
@@ -377,10 +372,11 @@ impl SocketLogReader {
     /// Applies one record; a data-moving call becomes an observation.
     fn apply(&mut self, i: usize, r: &Record) -> Option<SocketCall> {
         self.start(i);
-        let key = self.open[i].key.clone();
         self.stats.record(r.time_ns, r.encoded_len() as u64);
+        // Borrowed, not cloned: this runs for every record.
+        let key = &self.open[i].key;
         let pid = key.1;
-        let process = self.processes.get_mut(&key)?;
+        let process = self.processes.get_mut(key)?;
         let ok = r.ret >= 0 || r.errno == Some(EINPROGRESS);
         match r.syscall.call() {
             Call::Socket if r.ret >= 0 => {
@@ -457,7 +453,7 @@ impl SocketLogReader {
                 self.forks.insert((key.0.clone(), r.ret as u32), child);
             }
             Call::End => {
-                self.processes.remove(&key);
+                self.processes.remove(key);
             }
             Call::Send | Call::Recv if r.ret > 0 => {
                 let direction = match r.syscall.call() {

@@ -49,6 +49,27 @@ pub fn stats_of<'a>(records: &'a [serde_json::Value], origin: &str) -> &'a serde
         .unwrap_or_else(|| panic!("no final stats for {origin} in {records:?}"))
 }
 
+/// The final cumulative path patterns of a run (the latest line per id, retractions left
+/// out), most expected first: (canonical, count, expected).
+pub fn final_patterns(records: &[serde_json::Value]) -> Vec<(String, u64, f64)> {
+    let mut last = std::collections::BTreeMap::new();
+    for r in records {
+        if r["kind"] == "pattern" && r["cumulative"] == true {
+            last.insert(
+                r["id"].as_str().unwrap().to_owned(),
+                (
+                    r["canonical"].as_str().unwrap().to_owned(),
+                    r["count"].as_u64().unwrap(),
+                    r["expected"].as_f64().unwrap(),
+                ),
+            );
+        }
+    }
+    let mut v: Vec<_> = last.into_values().filter(|p| p.1 > 0).collect();
+    v.sort_by(|a, b| b.2.total_cmp(&a.2));
+    v
+}
+
 /// A fresh directory under the target's temporary area.
 pub fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("causeway-test-{}-{}", name, std::process::id()));
