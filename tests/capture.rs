@@ -9,8 +9,9 @@
 mod common;
 
 use std::net::{TcpListener, TcpStream};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -36,12 +37,37 @@ fn wait_for(port: u16) {
     }
 }
 
+/// The preload library, built once per test run: `cargo test` builds no cdylib for another
+/// package's integration tests, so a clean checkout has none until this builds it.
+fn preload_lib() -> PathBuf {
+    static LIB: OnceLock<PathBuf> = OnceLock::new();
+    LIB.get_or_init(|| {
+        // bin() is target/<profile>/causeway; the library lands next to it.
+        let profile_dir = bin().parent().unwrap().to_owned();
+        let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+        cmd.args(["build", "-p", "causeway-preload"]);
+        if profile_dir.file_name().is_some_and(|n| n == "release") {
+            cmd.arg("--release");
+        }
+        let status = cmd
+            .status()
+            .expect("cannot run cargo to build the preload library");
+        assert!(status.success(), "building the preload library failed");
+        let lib = profile_dir.join("libcauseway_preload.so");
+        assert!(lib.is_file(), "{} missing after the build", lib.display());
+        lib
+    })
+    .clone()
+}
+
 /// `causeway capture -o DIR -- program args...`, as a child process.
 fn capture(dir: &Path, program: &str, args: &[&str]) -> Command {
     let mut c = Command::new(bin());
     c.arg("capture")
         .arg("-o")
         .arg(dir)
+        .arg("--preload")
+        .arg(preload_lib())
         .arg("--")
         .arg(program)
         .args(args);
