@@ -150,8 +150,13 @@ fn nginx_proxying_to_python_driven_by_curl() {
             &cap,
             "python3",
             &[
-                "-m",
-                "http.server",
+                "-c",
+                // `python3 -m http.server`, exiting cleanly (so that the library flushes its
+                // log) on SIGTERM: SIGINT may be ignored when the test runs in the background.
+                "import runpy, signal, sys\n\
+                 signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))\n\
+                 sys.argv = ['http.server'] + sys.argv[1:]\n\
+                 runpy.run_module('http.server', run_name='__main__')",
                 "--bind",
                 "127.0.0.1",
                 "--directory",
@@ -183,7 +188,7 @@ fn nginx_proxying_to_python_driven_by_curl() {
         );
     }
     nginx.stop("TERM");
-    python.stop("INT");
+    python.stop("TERM");
 
     let records = causeway_jsonl(&[
         "analyze",
