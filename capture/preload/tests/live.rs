@@ -206,9 +206,10 @@ fn start_server(mut cmd: Command) -> (Child, u16, BufReader<std::process::ChildS
     (child, port, out)
 }
 
-fn interrupt(child: &Child) {
+/// Asks `child` to exit (SIGTERM, which the servers here handle by exiting cleanly).
+fn terminate(child: &Child) {
     let status = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
+        .args(["-TERM", &child.id().to_string()])
         .status()
         .unwrap();
     assert!(status.success());
@@ -240,9 +241,15 @@ fn curl_against_python_http_server() {
         .collect();
     std::fs::write(site.path().join("file.bin"), &body).unwrap();
     let mut server = cap.cmd(python());
+    // `python3 -m http.server`, exiting cleanly (so that the library writes its end-of-log
+    // record) on SIGTERM: SIGINT may be ignored when the tests run in the background.
     server.args([
         "-u",
-        "-m",
+        "-c",
+        "import runpy, signal, sys\n\
+         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))\n\
+         sys.argv = sys.argv[1:]\n\
+         runpy.run_module('http.server', run_name='__main__')",
         "http.server",
         "--bind",
         "127.0.0.1",
@@ -259,7 +266,7 @@ fn curl_against_python_http_server() {
         .arg(&out_file);
     curl.arg(format!("http://127.0.0.1:{port}/file.bin"));
     run(curl);
-    interrupt(&server);
+    terminate(&server);
     let out = wait(server);
     assert!(
         out.status.success(),
