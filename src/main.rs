@@ -6,6 +6,11 @@ use clap::Parser;
 
 use causeway::cli::{Cli, Command};
 
+/// The engine allocates and frees many small records per message on several threads; mimalloc
+/// does that in about half the time of the system allocator (see benches/).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let level = if cli.quiet {

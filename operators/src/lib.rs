@@ -21,6 +21,10 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+/// A hash map with a fast, fixed (unkeyed) hasher, for the operators' hot tables: their keys
+/// come from our own hashes and parsed records, and the std's SipHash cost a tenth of a run.
+pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::FixedState>;
+
 pub mod clock;
 pub mod conn;
 pub mod dist;

@@ -32,7 +32,7 @@
 //! - **Cost**: per message, a hash and a scan over the arrivals of its sender within
 //!   `min(x, d·(y + 7))` (bounded by `max_candidates`), one `exp` per candidate.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
 use causeway_sources::{Address, Time};
 use std::hash::BuildHasher;
@@ -44,6 +44,7 @@ use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::vec::Map;
 
+use crate::FastMap;
 use crate::message::Message;
 use crate::ports::Ports;
 
@@ -209,14 +210,14 @@ impl Estimate {
 /// The linking state of one worker.
 struct Linker {
     config: LinkConfig,
-    inbound: HashMap<u64, VecDeque<Arrival>>,
-    one_sided: HashMap<u64, VecDeque<Arrival>>,
-    estimates: HashMap<(u64, u64), Estimate>,
+    inbound: FastMap<u64, VecDeque<Arrival>>,
+    one_sided: FastMap<u64, VecDeque<Arrival>>,
+    estimates: FastMap<(u64, u64), Estimate>,
     /// Per node pair (B, C): per sender X of B's arrivals (and [`SPONTANEOUS`]), the faded
     /// sum of link probabilities and of probability-weighted delays.
-    types: HashMap<(u64, u64), HashMap<u64, (f64, f64)>>,
+    types: FastMap<(u64, u64), FastMap<u64, (f64, f64)>>,
     /// Per (node, connection): the node's recent send times on it, in its clock.
-    sends: HashMap<(u64, u64), VecDeque<Time>>,
+    sends: FastMap<(u64, u64), VecDeque<Time>>,
     ports: Ports,
     last_expiry: Time,
 }
@@ -462,7 +463,7 @@ impl Linker {
 const SPONTANEOUS: u64 = 0;
 
 /// Weight of spontaneity among a node pair's link types.
-fn types_spont(types: &HashMap<u64, (f64, f64)>) -> f64 {
+fn types_spont(types: &FastMap<u64, (f64, f64)>) -> f64 {
     types.get(&SPONTANEOUS).map_or(0.0, |t| t.0)
 }
 
@@ -502,11 +503,11 @@ impl<'scope> Link<'scope> for Stream<'scope, Time, Vec<Message>> {
                 let mut held = Some(cap);
                 let mut linker = Linker {
                     config,
-                    inbound: HashMap::new(),
-                    one_sided: HashMap::new(),
-                    estimates: HashMap::new(),
-                    sends: HashMap::new(),
-                    types: HashMap::new(),
+                    inbound: FastMap::default(),
+                    one_sided: FastMap::default(),
+                    estimates: FastMap::default(),
+                    sends: FastMap::default(),
+                    types: FastMap::default(),
                     ports: Ports::default(),
                     last_expiry: 0,
                 };
@@ -539,19 +540,21 @@ impl<'scope> Link<'scope> for Stream<'scope, Time, Vec<Message>> {
                         }
                         linker.insert(e.remove());
                     }
-                    let mut out = Vec::new();
-                    while let Some(e) = waiting_children.first_entry() {
-                        if !ready(&e.key().0.saturating_add(slack)) {
-                            break;
+                    if waiting_children
+                        .first_key_value()
+                        .is_some_and(|(k, _)| ready(&k.0.saturating_add(slack)))
+                    {
+                        let mut session = output.session(&*cap);
+                        while let Some(e) = waiting_children.first_entry() {
+                            if !ready(&e.key().0.saturating_add(slack)) {
+                                break;
+                            }
+                            let id = e.key().1;
+                            session.give(linker.link(id, e.remove()));
                         }
-                        let id = e.key().1;
-                        out.push(linker.link(id, e.remove()));
                     }
                     if let Some(n) = now {
                         linker.expire(n);
-                    }
-                    if !out.is_empty() {
-                        output.session(&*cap).give_iterator(out.into_iter());
                     }
                     match now {
                         Some(t) if t > *cap.time() => cap.downgrade(&t),

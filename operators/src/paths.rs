@@ -6,7 +6,8 @@
 //!   snapshot (`every_ns` of event time) and at the end, both over the sliding window
 //!   (`window_ns`; a pattern that left the window is retracted with count 0) and in total;
 //!   with `instances`, every finished [`PathInstance`].
-//! - **Exchange**: all to worker 0 (a path crosses every node, so its messages must meet).
+//! - **Exchange**: all to the last worker (a path crosses every node, so its messages must
+//!   meet; the sources read on the first workers).
 //! - **Rules**: a message is a root if being spontaneous is probably true or worth trying
 //!   (below). From each root, the instance grows through the possible children of its
 //!   messages: a link of probability `q` is *probably true* (`q ≥ 0.75`: included, factor
@@ -35,7 +36,7 @@
 //!   building the pattern's canonical text once per instance.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::hash::BuildHasher;
 use std::sync::Arc;
 
@@ -46,6 +47,7 @@ use timely::dataflow::Stream;
 use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::Operator;
 
+use crate::FastMap;
 use crate::dist::{Dist, Summary};
 use crate::link::{Linked, ONE, Prob, node_key};
 use crate::message::Message;
@@ -293,14 +295,14 @@ const CLIENT: u32 = 0;
 
 /// Interned node labels.
 struct Labels {
-    ids: HashMap<String, u32>,
+    ids: FastMap<String, u32>,
     names: Vec<String>,
 }
 
 impl Default for Labels {
     fn default() -> Self {
         let mut l = Labels {
-            ids: HashMap::new(),
+            ids: FastMap::default(),
             names: Vec::new(),
         };
         l.intern("CLIENT");
@@ -343,15 +345,15 @@ type Hypothesis = (Vec<(u64, Option<usize>)>, f64);
 /// The state of the `paths` operator.
 struct Paths {
     config: PathsConfig,
-    entries: HashMap<u64, Entry>,
+    entries: FastMap<u64, Entry>,
     /// Links to parents not inserted yet: parent id to (child's event time, child, probability).
-    orphans: HashMap<u64, Vec<(Time, u64, Prob)>>,
+    orphans: FastMap<u64, Vec<(Time, u64, Prob)>>,
     order: VecDeque<(Time, u64)>,
     pending: BTreeSet<(Time, u64)>,
     pending_roots: BTreeSet<(Time, u64)>,
     ports: Ports,
     /// Patterns by the hash of their shape.
-    patterns: HashMap<u64, Agg>,
+    patterns: FastMap<u64, Agg>,
     /// Node labels in patterns.
     labels: RefCell<Labels>,
     /// Evicted patterns that were reported: retracted at the next snapshot.
@@ -915,77 +917,84 @@ pub trait BuildPaths<'scope> {
 
 impl<'scope> BuildPaths<'scope> for Stream<'scope, Time, Vec<Linked>> {
     fn paths(self, config: PathsConfig) -> Stream<'scope, Time, Vec<PathRecord>> {
-        self.unary_frontier(Exchange::new(|_: &Linked| 0), "paths", move |cap, _info| {
-            let mut held = Some(cap);
-            let mut paths = Paths {
-                config,
-                entries: HashMap::new(),
-                orphans: HashMap::new(),
-                order: VecDeque::new(),
-                pending: BTreeSet::new(),
-                pending_roots: BTreeSet::new(),
-                ports: Ports::default(),
-                patterns: HashMap::new(),
-                labels: RefCell::new(Labels::default()),
-                evicted: Vec::new(),
-                evictions: 0,
-                next_snapshot: None,
-                last_expiry: 0,
-            };
-            let mut waiting: BTreeMap<(Time, u64), Linked> = BTreeMap::new();
-            move |(input, frontier), output| {
-                input.for_each(|_cap, batch| {
-                    for l in batch.drain(..) {
-                        waiting.insert((l.message.event_ns, l.id), l);
-                    }
-                });
-                let Some(cap) = held.as_mut() else { return };
-                let now = frontier.frontier().iter().next().copied();
-                let mut out = Vec::new();
-                loop {
-                    // Snapshots fall between the messages they cover.
-                    let next_msg = waiting.first_key_value().map(|(k, _)| k.0);
-                    let snap = paths.next_snapshot;
-                    let msg_ready = next_msg.filter(|t| now.is_none_or(|n| *t < n));
-                    match (msg_ready, snap) {
-                        (Some(t), Some(s)) if s <= t => {
-                            paths.finish_roots(Some(s), &mut out);
-                            paths.snapshot(s, false, &mut out);
-                            paths.next_snapshot = Some(s + paths.config.every_ns);
+        // The last worker: the sources read on the first ones, so that a single input and
+        // the path builder do not share one thread.
+        let last = self.scope().peers().saturating_sub(1) as u64;
+        self.unary_frontier(
+            Exchange::new(move |_: &Linked| last),
+            "paths",
+            move |cap, _info| {
+                let mut held = Some(cap);
+                let mut paths = Paths {
+                    config,
+                    entries: FastMap::default(),
+                    orphans: FastMap::default(),
+                    order: VecDeque::new(),
+                    pending: BTreeSet::new(),
+                    pending_roots: BTreeSet::new(),
+                    ports: Ports::default(),
+                    patterns: FastMap::default(),
+                    labels: RefCell::new(Labels::default()),
+                    evicted: Vec::new(),
+                    evictions: 0,
+                    next_snapshot: None,
+                    last_expiry: 0,
+                };
+                let mut waiting: BTreeMap<(Time, u64), Linked> = BTreeMap::new();
+                move |(input, frontier), output| {
+                    input.for_each(|_cap, batch| {
+                        for l in batch.drain(..) {
+                            waiting.insert((l.message.event_ns, l.id), l);
                         }
-                        (Some(_), _) => {
-                            if let Some(e) = waiting.first_entry() {
-                                paths.insert(e.remove());
+                    });
+                    let Some(cap) = held.as_mut() else { return };
+                    let now = frontier.frontier().iter().next().copied();
+                    let mut out = Vec::new();
+                    loop {
+                        // Snapshots fall between the messages they cover.
+                        let next_msg = waiting.first_key_value().map(|(k, _)| k.0);
+                        let snap = paths.next_snapshot;
+                        let msg_ready = next_msg.filter(|t| now.is_none_or(|n| *t < n));
+                        match (msg_ready, snap) {
+                            (Some(t), Some(s)) if s <= t => {
+                                paths.finish_roots(Some(s), &mut out);
+                                paths.snapshot(s, false, &mut out);
+                                paths.next_snapshot = Some(s + paths.config.every_ns);
                             }
+                            (Some(_), _) => {
+                                if let Some(e) = waiting.first_entry() {
+                                    paths.insert(e.remove());
+                                }
+                            }
+                            (None, Some(s)) if now.is_some_and(|n| s < n) => {
+                                paths.finish_roots(Some(s), &mut out);
+                                paths.snapshot(s, false, &mut out);
+                                paths.next_snapshot = Some(s + paths.config.every_ns);
+                            }
+                            _ => break,
                         }
-                        (None, Some(s)) if now.is_some_and(|n| s < n) => {
-                            paths.finish_roots(Some(s), &mut out);
-                            paths.snapshot(s, false, &mut out);
-                            paths.next_snapshot = Some(s + paths.config.every_ns);
+                    }
+                    match now {
+                        Some(n) => {
+                            paths.finish_roots(Some(n), &mut out);
+                            paths.expire(n);
                         }
-                        _ => break,
+                        None => {
+                            paths.finish_roots(None, &mut out);
+                            let end = paths.next_snapshot.unwrap_or(0);
+                            paths.snapshot(end, true, &mut out);
+                        }
+                    }
+                    if !out.is_empty() {
+                        output.session(&*cap).give_iterator(out.into_iter());
+                    }
+                    match now {
+                        Some(t) if t > *cap.time() => cap.downgrade(&t),
+                        Some(_) => {}
+                        None => held = None,
                     }
                 }
-                match now {
-                    Some(n) => {
-                        paths.finish_roots(Some(n), &mut out);
-                        paths.expire(n);
-                    }
-                    None => {
-                        paths.finish_roots(None, &mut out);
-                        let end = paths.next_snapshot.unwrap_or(0);
-                        paths.snapshot(end, true, &mut out);
-                    }
-                }
-                if !out.is_empty() {
-                    output.session(&*cap).give_iterator(out.into_iter());
-                }
-                match now {
-                    Some(t) if t > *cap.time() => cap.downgrade(&t),
-                    Some(_) => {}
-                    None => held = None,
-                }
-            }
-        })
+            },
+        )
     }
 }

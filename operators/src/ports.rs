@@ -20,6 +20,8 @@
 
 use std::collections::HashMap;
 
+use foldhash::fast::FixedState;
+
 use causeway_sources::{Address, Endpoint, Time};
 
 /// Distinct peers that make an endpoint fixed.
@@ -27,15 +29,22 @@ pub const FIXED_PEERS: usize = 3;
 
 #[derive(Clone, Debug, Default)]
 struct Seen {
-    peers: Vec<Endpoint>,
+    /// The first [`FIXED_PEERS`] distinct peers, inline (no allocation per endpoint).
+    peers: [Option<Endpoint>; FIXED_PEERS],
     last_ns: Time,
+}
+
+impl Seen {
+    fn len(&self) -> usize {
+        self.peers.iter().take_while(|p| p.is_some()).count()
+    }
 }
 
 /// Learns fixed ports and server nodes from messages.
 #[derive(Clone, Debug, Default)]
 pub struct Ports {
-    endpoints: HashMap<Endpoint, Seen>,
-    servers: HashMap<u64, Time>,
+    endpoints: HashMap<Endpoint, Seen, FixedState>,
+    servers: HashMap<u64, Time, FixedState>,
 }
 
 impl Ports {
@@ -62,17 +71,18 @@ impl Ports {
     fn note(&mut self, e: Endpoint, peer: Endpoint, node: u64, t: Time) {
         let seen = self.endpoints.entry(e).or_default();
         seen.last_ns = seen.last_ns.max(t);
-        if seen.peers.len() < FIXED_PEERS && !seen.peers.contains(&peer) {
-            seen.peers.push(peer);
+        let n = seen.len();
+        if n < FIXED_PEERS && !seen.peers[..n].contains(&Some(peer)) {
+            seen.peers[n] = Some(peer);
         }
-        if seen.peers.len() >= FIXED_PEERS {
+        if seen.peers[FIXED_PEERS - 1].is_some() {
             let s = self.servers.entry(node).or_default();
             *s = (*s).max(t);
         }
     }
 
     fn peers(&self, e: &Endpoint) -> usize {
-        self.endpoints.get(e).map_or(0, |s| s.peers.len())
+        self.endpoints.get(e).map_or(0, Seen::len)
     }
 
     /// Whether `e` is a fixed port, in a message with `peer`.
