@@ -8,6 +8,7 @@ use causeway::cli::{Cli, Command};
 
 /// The engine allocates and frees many small records per message on several threads; mimalloc
 /// does that in about half the time of the system allocator (see benches/).
+#[cfg(feature = "mimalloc")]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -38,6 +38,7 @@ pub mod paths;
 pub mod pattern;
 pub mod ports;
 pub mod reconcile;
+pub mod reorder;
 pub mod rows;
 pub mod stats;
 pub mod topology;

@@ -32,7 +32,7 @@
 //! - **Cost**: per message, a hash and a scan over the arrivals of its sender within
 //!   `min(x, d·(y + 7))` (bounded by `max_candidates`), one `exp` per candidate.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
 use causeway_sources::{Address, Time};
 use std::hash::BuildHasher;
@@ -47,6 +47,7 @@ use timely::dataflow::operators::vec::Map;
 use crate::FastMap;
 use crate::message::Message;
 use crate::ports::Ports;
+use crate::reorder::Reorder;
 
 /// A probability in millionths.
 pub type Prob = u32;
@@ -162,6 +163,9 @@ pub struct Arrival {
     one_sided: bool,
     /// The connection (unordered endpoint pair) it travelled on.
     conn: u64,
+    /// Whether it went to the connection's fixed end (a request), as the port evidence had it
+    /// when it arrived.
+    request: bool,
     src_endpoint: Address,
     dst_endpoint: Address,
 }
@@ -223,9 +227,10 @@ struct Linker {
 }
 
 impl Linker {
-    fn insert(&mut self, a: Arrival) {
+    fn insert(&mut self, mut a: Arrival) {
         self.ports
             .observe(&a.src_endpoint, &a.dst_endpoint, a.from, a.to, a.event_ns);
+        a.request = self.ports.fixed(&a.dst_endpoint, &a.src_endpoint);
         let list = if a.one_sided {
             self.one_sided.entry(a.to).or_default()
         } else {
@@ -348,7 +353,7 @@ impl Linker {
                 // A request this node has already answered (it sent on that connection since
                 // the request came) caused nothing after its answer.
                 if a.conn != conn
-                    && self.ports.fixed(&a.dst_endpoint, &a.src_endpoint)
+                    && a.request
                     && call_before(a.conn, at).is_some_and(|c| c > a.local_ns)
                 {
                     continue;
@@ -489,6 +494,7 @@ impl<'scope> Link<'scope> for Stream<'scope, Time, Vec<Message>> {
                 event_ns: m.event_ns,
                 one_sided,
                 conn: conn_key(&m.src_endpoint, &m.dst_endpoint),
+                request: false,
                 src_endpoint: m.src_endpoint.clone(),
                 dst_endpoint: m.dst_endpoint.clone(),
             })
@@ -511,17 +517,17 @@ impl<'scope> Link<'scope> for Stream<'scope, Time, Vec<Message>> {
                     ports: Ports::default(),
                     last_expiry: 0,
                 };
-                let mut waiting_children: BTreeMap<(Time, u64), Message> = BTreeMap::new();
-                let mut waiting_arrivals: BTreeMap<(Time, u64), Arrival> = BTreeMap::new();
+                let mut waiting_children: Reorder<Message> = Reorder::default();
+                let mut waiting_arrivals: Reorder<Arrival> = Reorder::default();
                 move |(children, children_frontier), (arrivals, arrivals_frontier), output| {
                     children.for_each(|_cap, batch| {
                         for (_, id, m) in batch.drain(..) {
-                            waiting_children.insert((m.event_ns, id), m);
+                            waiting_children.push(m.event_ns, id, m);
                         }
                     });
                     arrivals.for_each(|_cap, batch| {
                         for a in batch.drain(..) {
-                            waiting_arrivals.insert((a.event_ns, a.id), a);
+                            waiting_arrivals.push(a.event_ns, a.id, a);
                         }
                     });
                     let Some(cap) = held.as_mut() else { return };
@@ -532,25 +538,16 @@ impl<'scope> Link<'scope> for Stream<'scope, Time, Vec<Message>> {
                     .into_iter()
                     .flatten()
                     .min();
-                    let ready = |t: &Time| now.is_none_or(|n| *t < n);
-                    let slack = linker.config.order_slack_ns;
-                    while let Some(e) = waiting_arrivals.first_entry() {
-                        if !ready(&e.key().0) {
-                            break;
-                        }
-                        linker.insert(e.remove());
+                    while let Some((_, _, a)) = waiting_arrivals.pop_before(now) {
+                        linker.insert(a);
                     }
-                    if waiting_children
-                        .first_key_value()
-                        .is_some_and(|(k, _)| ready(&k.0.saturating_add(slack)))
-                    {
+                    // Children wait `order_slack_ns` longer than arrivals.
+                    let slack = linker.config.order_slack_ns;
+                    let bound = now.map(|n| n.saturating_sub(slack));
+                    if bound != Some(0) {
                         let mut session = output.session(&*cap);
-                        while let Some(e) = waiting_children.first_entry() {
-                            if !ready(&e.key().0.saturating_add(slack)) {
-                                break;
-                            }
-                            let id = e.key().1;
-                            session.give(linker.link(id, e.remove()));
+                        while let Some((_, id, m)) = waiting_children.pop_before(bound) {
+                            session.give(linker.link(id, m));
                         }
                     }
                     if let Some(n) = now {

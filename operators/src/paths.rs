@@ -36,7 +36,7 @@
 //!   building the pattern's canonical text once per instance.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 use std::hash::BuildHasher;
 use std::sync::Arc;
 
@@ -54,6 +54,7 @@ use crate::message::Message;
 use crate::names::Names;
 use crate::pattern::PatternNode;
 use crate::ports::Ports;
+use crate::reorder::Reorder;
 
 /// Links at least this likely are probably true.
 const PROBABLY_TRUE: f64 = 0.75;
@@ -219,6 +220,11 @@ struct Entry {
     children: Vec<(u64, Prob)>,
     best: Option<u64>,
     spontaneous: Prob,
+    /// [`node_key`]s of the sender and receiver.
+    keys: (u64, u64),
+    /// Interned labels of the sender and receiver when they are not clients: their names,
+    /// or their roles with `aggregate_roles`.
+    names: (u32, u32),
 }
 
 #[derive(Default)]
@@ -371,13 +377,28 @@ impl Paths {
             .saturating_add(self.config.lateness_ns)
     }
 
+    /// The interned label of `node` when it is not a client: its name, or its role.
+    fn name_label(&self, node: &str) -> u32 {
+        let name = if self.config.aggregate_roles {
+            self.config.names.role(node)
+        } else {
+            node
+        };
+        self.labels.borrow_mut().intern(name)
+    }
+
     fn insert(&mut self, l: Linked) {
         let t = l.message.event_ns;
+        let keys = (node_key(&l.message.src), node_key(&l.message.dst));
+        let names = (
+            self.name_label(&l.message.src),
+            self.name_label(&l.message.dst),
+        );
         self.ports.observe(
             &l.message.src_endpoint,
             &l.message.dst_endpoint,
-            node_key(&l.message.src),
-            node_key(&l.message.dst),
+            keys.0,
+            keys.1,
             t,
         );
         for &(p, q) in &l.parents {
@@ -406,6 +427,8 @@ impl Paths {
                 children: adopted,
                 best: l.best,
                 spontaneous: l.spontaneous,
+                keys,
+                names,
             },
         );
         self.next_snapshot
@@ -495,21 +518,37 @@ impl Paths {
         out
     }
 
-    /// The label of the node at `e` (talking to `peer`) in patterns: `CLIENT`, its role, or
-    /// its name, interned.
-    fn label(&self, e: &Address, peer: &Address, node: &str) -> u32 {
-        if self.ports.client(e, peer, node_key(node)) {
-            CLIENT
-        } else if self.config.aggregate_roles {
-            self.labels
-                .borrow_mut()
-                .intern(self.config.names.role(node))
-        } else {
-            self.labels.borrow_mut().intern(node)
-        }
+    /// The message of `e` as its pattern has it: sender and receiver labels (`CLIENT`, a
+    /// role, or a name, interned) and the receiver's port when fixed.
+    fn hop_labels(&self, e: &Entry) -> (u32, u32, Option<u16>) {
+        let m = &e.m;
+        let (src_fixed, dst_fixed) = self.ports.fixed_ends(&m.src_endpoint, &m.dst_endpoint);
+        let label = |end: &Address, key: u64, fixed: bool, name: u32| {
+            if self.ports.client_given(end, key, fixed) {
+                CLIENT
+            } else {
+                name
+            }
+        };
+        let port = match &m.dst_endpoint {
+            Address::Endpoint(d) if dst_fixed => Some(d.port),
+            _ => None,
+        };
+        (
+            label(&m.src_endpoint, e.keys.0, src_fixed, e.names.0),
+            label(&m.dst_endpoint, e.keys.1, dst_fixed, e.names.1),
+            port,
+        )
     }
 
-    fn build(&self, msgs: &[(u64, Option<usize>)], probability: f64) -> Option<Built> {
+    /// Builds one instance; `hops` caches [`Paths::hop_labels`] over the instances of one
+    /// root, which share most of their messages.
+    fn build(
+        &self,
+        msgs: &[(u64, Option<usize>)],
+        probability: f64,
+        hop_cache: &mut FastMap<u64, (u32, u32, Option<u16>)>,
+    ) -> Option<Built> {
         let entries: Vec<&Entry> = msgs
             .iter()
             .map(|(id, _)| self.entries.get(id))
@@ -543,15 +582,12 @@ impl Paths {
         let (mut first, mut last) = (i64::MAX, i64::MIN);
         for &(i, pp) in &order {
             let m = &entries[i].m;
-            let port = match &m.dst_endpoint {
-                Address::Endpoint(d) if self.ports.fixed(&m.dst_endpoint, &m.src_endpoint) => {
-                    Some(d.port)
-                }
-                _ => None,
-            };
+            let (src, dst, port) = *hop_cache
+                .entry(msgs[i].0)
+                .or_insert_with(|| self.hop_labels(entries[i]));
             shape.push(Hop {
-                src: self.label(&m.src_endpoint, &m.dst_endpoint, &m.src),
-                dst: self.label(&m.dst_endpoint, &m.src_endpoint, &m.dst),
+                src,
+                dst,
                 port,
                 children: children[i].len() as u32,
             });
@@ -746,8 +782,9 @@ impl Paths {
                 }
             }
             self.pending_roots.remove(&(root_ns, root));
+            let mut hop_cache = FastMap::default();
             for (msgs, p) in instances {
-                if let Some(b) = self.build(&msgs, p) {
+                if let Some(b) = self.build(&msgs, p, &mut hop_cache) {
                     let id = self.aggregate(root_ns, &b);
                     if self.config.instances {
                         out.push(PathRecord::Instance(PathInstance {
@@ -762,6 +799,7 @@ impl Paths {
     }
 
     /// Frees messages no unfinished root can reach any more.
+
     fn expire(&mut self, now: Time) {
         let oldest_root = self.pending_roots.first().map(|r| r.0);
         let settled = now.saturating_sub(self.settle());
@@ -940,11 +978,11 @@ impl<'scope> BuildPaths<'scope> for Stream<'scope, Time, Vec<Linked>> {
                     next_snapshot: None,
                     last_expiry: 0,
                 };
-                let mut waiting: BTreeMap<(Time, u64), Linked> = BTreeMap::new();
+                let mut waiting: Reorder<Linked> = Reorder::default();
                 move |(input, frontier), output| {
                     input.for_each(|_cap, batch| {
                         for l in batch.drain(..) {
-                            waiting.insert((l.message.event_ns, l.id), l);
+                            waiting.push(l.message.event_ns, l.id, l);
                         }
                     });
                     let Some(cap) = held.as_mut() else { return };
@@ -952,7 +990,7 @@ impl<'scope> BuildPaths<'scope> for Stream<'scope, Time, Vec<Linked>> {
                     let mut out = Vec::new();
                     loop {
                         // Snapshots fall between the messages they cover.
-                        let next_msg = waiting.first_key_value().map(|(k, _)| k.0);
+                        let next_msg = waiting.first().map(|(t, _)| t);
                         let snap = paths.next_snapshot;
                         let msg_ready = next_msg.filter(|t| now.is_none_or(|n| *t < n));
                         match (msg_ready, snap) {
@@ -962,8 +1000,8 @@ impl<'scope> BuildPaths<'scope> for Stream<'scope, Time, Vec<Linked>> {
                                 paths.next_snapshot = Some(s + paths.config.every_ns);
                             }
                             (Some(_), _) => {
-                                if let Some(e) = waiting.first_entry() {
-                                    paths.insert(e.remove());
+                                if let Some((_, _, l)) = waiting.pop_before(None) {
+                                    paths.insert(l);
                                 }
                             }
                             (None, Some(s)) if now.is_some_and(|n| s < n) => {

@@ -95,23 +95,31 @@ impl Ports {
                 Address::Endpoint(_) => false,
             };
         };
-        let (mine, theirs) = (self.peers(e), self.peers(peer));
-        if mine >= FIXED_PEERS {
-            true
-        } else if theirs >= FIXED_PEERS {
-            false
-        } else if mine != theirs {
-            mine > theirs
-        } else {
-            e.port < peer.port
-        }
+        fixed_rule(self.peers(e), self.peers(peer), e.port, peer.port)
+    }
+
+    /// `(fixed(a, b), fixed(b, a))`, looking each endpoint up once.
+    pub fn fixed_ends(&self, a: &Address, b: &Address) -> (bool, bool) {
+        let (Address::Endpoint(x), Address::Endpoint(y)) = (a, b) else {
+            return (self.fixed(a, b), self.fixed(b, a));
+        };
+        let (px, py) = (self.peers(x), self.peers(y));
+        (
+            fixed_rule(px, py, x.port, y.port),
+            fixed_rule(py, px, y.port, x.port),
+        )
     }
 
     /// Whether `node`, at `e`, is a client: it has no fixed port, and `e` is not fixed in this
     /// message with `peer`.
     pub fn client(&self, e: &Address, peer: &Address, node: u64) -> bool {
+        self.client_given(e, node, self.fixed(e, peer))
+    }
+
+    /// [`Ports::client`] when `fixed(e, peer)` is already known.
+    pub fn client_given(&self, e: &Address, node: u64, fixed: bool) -> bool {
         match e {
-            Address::Endpoint(_) => !self.servers.contains_key(&node) && !self.fixed(e, peer),
+            Address::Endpoint(_) => !fixed && !self.servers.contains_key(&node),
             // The connecting end of a UNIX stream socket (`unix:PATH#PID`).
             Address::Name(_) if unix_end(e) == Some(UnixEnd::Client) => {
                 !self.servers.contains_key(&node)
@@ -138,6 +146,20 @@ impl Ports {
 }
 
 /// The two ends of a UNIX stream socket as the socket-log source names them.
+/// Whether an endpoint with `mine` distinct peers is the fixed end against one with `theirs`:
+/// the one with [`FIXED_PEERS`] peers is; else the one with more; else the lower port.
+fn fixed_rule(mine: usize, theirs: usize, my_port: u16, their_port: u16) -> bool {
+    if mine >= FIXED_PEERS {
+        true
+    } else if theirs >= FIXED_PEERS {
+        false
+    } else if mine != theirs {
+        mine > theirs
+    } else {
+        my_port < their_port
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum UnixEnd {
     /// `unix:PATH`: the listening side.
