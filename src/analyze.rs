@@ -130,7 +130,7 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
     let reference = match &args.clock_reference {
         Some(name) => Some(match origins.iter().find(|(_, o)| &o.name == name) {
             Some((id, _)) => Domain::Origin(id),
-            None => Domain::Node(name.clone()),
+            None => Domain::Node(name.as_str().into()),
         }),
         None => boot.reference.map(Domain::Origin),
     };
@@ -140,6 +140,12 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
         names: Arc::clone(&names),
         source: SourceConfig {
             lateness_ns,
+            // Far enough ahead that no operator's hold-back (the longest: clock.correct's two
+            // seconds plus the samples' lateness) can stall the source, near enough that the
+            // records in flight stay few.
+            max_ahead_ns: SourceConfig::default()
+                .max_ahead_ns
+                .max(4 * (lateness_ns + args.reconcile_window.as_nanos() as u64) + 2_000_000_000),
             ..SourceConfig::default()
         },
         flows: FlowConfig {
@@ -180,6 +186,7 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
             window_ns: args.clock_window.as_nanos() as u64,
             every_ns: args.clock_every.as_nanos() as u64,
             reference,
+            lateness_ns: lateness_ns + args.reconcile_window.as_nanos() as u64,
         },
         nat: NatConfig {
             min_evidence_tcp: args.nat_evidence.max(1),

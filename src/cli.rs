@@ -370,10 +370,11 @@ pub struct AnalyzeArgs {
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration, help_heading = "Paths")]
     pub max_path: Duration,
     /// Most patterns kept in memory; beyond, the least expected are evicted and retracted.
+    /// Their statistics are most of the memory a long run needs.
     #[arg(
         long,
         value_name = "N",
-        default_value_t = 10_000,
+        default_value_t = 2_000,
         help_heading = "Paths"
     )]
     pub max_patterns: usize,

@@ -282,10 +282,12 @@ pub fn run(
                 counts.push(call_counts);
                 let samples =
                     scope.concatenate([samples, call_samples, from_rows.clone().delay_samples()]);
-                let (offsets, estimates) = samples.delay_bounds().clock(job.clock.clone());
+                let (offsets, estimates) = samples
+                    .delay_bounds(job.clock.lateness_ns)
+                    .clock(job.clock.clone());
                 let messages = scope
                     .concatenate([messages, from_rows, from_calls])
-                    .correct(estimates, Arc::clone(&job.alignment));
+                    .correct(estimates, job.clock.lateness_ns, Arc::clone(&job.alignment));
                 if job.emit.paths() {
                     let paths = messages
                         .clone()

@@ -12,18 +12,22 @@
 //!
 //! Three operators:
 //! - `clock.bounds` (per worker, pipeline): samples to per-second bounds per domain pair and
-//!   host pair; state: the open seconds; freed when the frontier passes a second.
+//!   host pair; state: the open seconds; freed when the frontier passes a second's end plus
+//!   the samples' lateness (`lateness_ns`: samples come up to the reconciliation window after
+//!   their time).
 //! - `clock` (worker 0): bounds to offsets. Per domain pair, the per-second estimates of the
 //!   last `window_ns` are fitted to a line (offset and drift) by weighted least squares with
 //!   outliers (queueing) rejected; the pairs are then made mutually consistent by a weighted
 //!   least-squares solve over the graph of domains, relative to the reference domain. Emits a
-//!   [`ClockOffset`] per domain every `every_ns` and at the end. State: the window's
-//!   per-second estimates per pair.
+//!   [`ClockOffset`] per domain every `every_ns` and at the end; estimates a second boundary
+//!   once its frontier is the samples' lateness past it. State: the window's per-second
+//!   estimates per pair.
 //! - `clock.correct` (every worker): messages and the broadcast offsets to messages with
 //!   corrected timestamps, each with the estimate for the last second boundary before it (in
 //!   a domain's first seconds, the first estimate after it). Holds each message until the
-//!   estimates up to two seconds past its time have arrived; state: those messages and five
-//!   minutes of estimates per domain.
+//!   estimates up to two seconds past its time have arrived (the frontier is past its time
+//!   plus two seconds plus the samples' lateness); state: those messages and five minutes of
+//!   estimates per domain.
 //!
 //! Reports stop within `every_ns` of a domain graph's newest evidence rather than extrapolate
 //! past it; the final report repeats the last one. Estimates for correction go on (following
@@ -158,6 +162,10 @@ pub struct ClockConfig {
     pub every_ns: Time,
     /// The reference domain; `None`: the smallest domain that has evidence.
     pub reference: Option<Domain>,
+    /// How long after its time a delay sample may still come (the reconciliation window
+    /// plus the sources' lateness): a second is estimated only once that has passed, so that
+    /// the estimates do not depend on how fast the input was read.
+    pub lateness_ns: Time,
 }
 
 impl Default for ClockConfig {
@@ -166,6 +174,7 @@ impl Default for ClockConfig {
             window_ns: 60_000_000_000,
             every_ns: 10_000_000_000,
             reference: None,
+            lateness_ns: 2_000_000_000,
         }
     }
 }
@@ -223,12 +232,13 @@ impl<'scope> MessageSamples<'scope> for Stream<'scope, Time, Vec<Message>> {
 
 /// Extension trait: per-second delay bounds of a sample stream.
 pub trait Bounds<'scope> {
-    /// Aggregates samples per second on each worker; see the module documentation.
-    fn delay_bounds(self) -> Stream<'scope, Time, Vec<DelayBounds>>;
+    /// Aggregates samples per second on each worker, closing a second once the frontier is
+    /// `lateness_ns` past its end; see the module documentation.
+    fn delay_bounds(self, lateness_ns: Time) -> Stream<'scope, Time, Vec<DelayBounds>>;
 }
 
 impl<'scope> Bounds<'scope> for Stream<'scope, Time, Vec<DelaySample>> {
-    fn delay_bounds(self) -> Stream<'scope, Time, Vec<DelayBounds>> {
+    fn delay_bounds(self, lateness_ns: Time) -> Stream<'scope, Time, Vec<DelayBounds>> {
         self.unary_frontier(Pipeline, "clock.bounds", |cap, _info| {
             let mut held = Some(cap);
             let mut open: BTreeMap<(Time, Domain, Domain, u64), DelayBounds> = BTreeMap::new();
@@ -257,12 +267,13 @@ impl<'scope> Bounds<'scope> for Stream<'scope, Time, Vec<DelaySample>> {
                 });
                 let Some(cap) = held.as_mut() else { return };
                 let now = frontier.frontier().iter().next().copied();
-                // A second is complete once the frontier has passed its end; emit it at the
-                // capability held since before that end, so `clock` knows when all have come.
+                // A second is complete once the frontier has passed its end plus the samples'
+                // lateness; emit it at the capability held since before then, so `clock` knows
+                // when all have come.
                 let mut closed = Vec::new();
                 while let Some(entry) = open.first_entry() {
                     let end = (entry.key().0 + 1) * BUCKET_NS;
-                    if now.is_some_and(|n| end > n) {
+                    if now.is_some_and(|n| end.saturating_add(lateness_ns) > n) {
                         break;
                     }
                     closed.push(entry.remove());
@@ -727,8 +738,10 @@ impl<'scope> Clock<'scope> for Stream<'scope, Time, Vec<DelayBounds>> {
                 let limit = now.unwrap_or(Time::MAX);
                 let mut reports = Vec::new();
                 let mut estimates = Vec::new();
+                let lateness = estimator.config.lateness_ns;
                 while let Some(at) = estimator.next_boundary(done) {
-                    if at > limit {
+                    // Every second before `at` is in once the frontier is its lateness past.
+                    if at.saturating_add(lateness) > limit {
                         break;
                     }
                     estimator.advance(at);
@@ -782,12 +795,13 @@ pub trait Correct<'scope> {
     fn correct(
         self,
         estimates: Stream<'scope, Time, Vec<ClockOffset>>,
+        lateness_ns: Time,
         alignment: Arc<Alignment>,
     ) -> Stream<'scope, Time, Vec<Message>>;
 }
 
 /// Each domain's estimates by the second they are for.
-type History = HashMap<Domain, BTreeMap<Time, ClockOffset>>;
+type History = crate::FastMap<Domain, BTreeMap<Time, ClockOffset>>;
 
 /// How far past a message `clock.correct` looks for an estimate when none precedes it (the
 /// first seconds of a domain's evidence); messages wait that long for it.
@@ -830,6 +844,7 @@ impl<'scope> Correct<'scope> for Stream<'scope, Time, Vec<Message>> {
     fn correct(
         self,
         estimates: Stream<'scope, Time, Vec<ClockOffset>>,
+        lateness_ns: Time,
         alignment: Arc<Alignment>,
     ) -> Stream<'scope, Time, Vec<Message>> {
         self.binary_frontier(
@@ -839,7 +854,7 @@ impl<'scope> Correct<'scope> for Stream<'scope, Time, Vec<Message>> {
             "clock.correct",
             move |cap, _info| {
                 let mut held = Some(cap);
-                let mut history: History = HashMap::new();
+                let mut history: History = History::default();
                 let mut waiting: BTreeMap<Time, Vec<Message>> = BTreeMap::new();
                 move |(messages, frontier), (estimates, est_frontier), output| {
                     messages.for_each(|cap, batch| {
@@ -847,7 +862,11 @@ impl<'scope> Correct<'scope> for Stream<'scope, Time, Vec<Message>> {
                         // Until the estimates for its time and the look-ahead are in: the
                         // clock emits the estimate for a boundary before its frontier passes it.
                         for m in batch.drain(..) {
-                            let due = t.max(m.event_ns.saturating_add(LOOK_AHEAD_NS));
+                            let due = t.max(
+                                m.event_ns
+                                    .saturating_add(LOOK_AHEAD_NS)
+                                    .saturating_add(lateness_ns),
+                            );
                             waiting.entry(due).or_default().push(m);
                         }
                     });

@@ -10,7 +10,7 @@ pub enum Domain {
     /// A sniffer's clock.
     Origin(OriginId),
     /// A traced node's clock.
-    Node(String),
+    Node(crate::names::NodeName),
 }
 
 impl Domain {
@@ -18,7 +18,7 @@ impl Domain {
     pub fn name(&self, origins: &Origins) -> String {
         match self {
             Domain::Origin(o) => origins.name(*o),
-            Domain::Node(n) => n.clone(),
+            Domain::Node(n) => n.to_string(),
         }
     }
 }

@@ -51,7 +51,7 @@ pub use domain::Domain;
 pub use flows::{Flow, FlowConfig, FlowEnd, Flows};
 pub use link::{DelayEstimate, Link, LinkConfig, Linked};
 pub use message::Message;
-pub use names::{Names, NamesError};
+pub use names::{Names, NamesError, NodeCache, NodeName};
 pub use nat::{Nat, NatConfig, NatMapping};
 pub use paths::{
     BuildPaths, HopStats, InstanceMessage, PathInstance, PathPattern, PathRecord, PathsConfig, Rank,

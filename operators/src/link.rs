@@ -575,8 +575,8 @@ mod tests {
         Message {
             send_ns: Some(send),
             recv_ns: Some(recv),
-            src: node(src),
-            dst: node(dst),
+            src: node(src).into(),
+            dst: node(dst).into(),
             src_endpoint: Address::parse(src),
             dst_endpoint: Address::parse(dst),
             event_ns: send,

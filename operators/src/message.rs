@@ -6,6 +6,7 @@ use causeway_sources::{Address, MessageKind, OriginId, Protocol, Time};
 use serde::{Deserialize, Serialize};
 
 use crate::domain::Domain;
+use crate::names::NodeName;
 
 /// A message from one node to another.
 #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -24,9 +25,9 @@ pub struct Message {
     /// `recv_ns` in the reference clock, once corrected.
     pub recv_corrected_ns: Option<Time>,
     /// Sending node.
-    pub src: String,
+    pub src: NodeName,
     /// Receiving node.
-    pub dst: String,
+    pub dst: NodeName,
     /// Sender's endpoint (as the sender sees it: behind a NAT, the private side).
     pub src_endpoint: Address,
     /// Receiver's endpoint (as the receiver sees it).

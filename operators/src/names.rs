@@ -9,8 +9,53 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::path::Path;
+use std::sync::Arc;
 
 use causeway_sources::{Address, Endpoint};
+
+/// A node's name (WAP5 §2.5: a host, or a process): shared, so that the many records that
+/// carry it copy a pointer, not the text.
+pub type NodeName = Arc<str>;
+
+/// Unnamed endpoints' node names (their IPs as text), kept by one operator so that an IP is
+/// formatted once, not once per record. Bounded: cleared past [`NodeCache::CAPACITY`] entries.
+#[derive(Debug, Default)]
+pub struct NodeCache {
+    unnamed: crate::FastMap<IpAddr, NodeName>,
+}
+
+impl NodeCache {
+    /// Most unnamed IPs kept.
+    pub const CAPACITY: usize = 65_536;
+
+    /// [`Names::node_of_endpoint`], formatting each unnamed IP once.
+    pub fn node_of_endpoint(&mut self, names: &Names, endpoint: &Endpoint) -> NodeName {
+        if let Some(n) = names
+            .by_endpoint
+            .get(endpoint)
+            .or_else(|| names.by_ip.get(&endpoint.ip))
+        {
+            return Arc::clone(n);
+        }
+        if let Some(n) = self.unnamed.get(&endpoint.ip) {
+            return Arc::clone(n);
+        }
+        if self.unnamed.len() >= Self::CAPACITY {
+            self.unnamed.clear();
+        }
+        let n: NodeName = endpoint.ip.to_string().into();
+        self.unnamed.insert(endpoint.ip, Arc::clone(&n));
+        n
+    }
+
+    /// [`Names::node_of`], formatting each unnamed IP once.
+    pub fn node_of(&mut self, names: &Names, address: &Address) -> NodeName {
+        match address {
+            Address::Endpoint(e) => self.node_of_endpoint(names, e),
+            Address::Name(n) => n.as_str().into(),
+        }
+    }
+}
 
 /// Why a names file could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -38,8 +83,8 @@ pub enum NamesError {
 /// Address-to-node-name table.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Names {
-    by_endpoint: HashMap<Endpoint, String>,
-    by_ip: HashMap<IpAddr, String>,
+    by_endpoint: HashMap<Endpoint, NodeName>,
+    by_ip: HashMap<IpAddr, NodeName>,
     roles: HashMap<String, String>,
 }
 
@@ -79,9 +124,9 @@ impl Names {
                 names.roles.insert(name.to_owned(), role.to_owned());
             }
             if let Ok(e) = addr.parse::<Endpoint>() {
-                names.by_endpoint.insert(e, name.to_owned());
+                names.by_endpoint.insert(e, name.into());
             } else if let Ok(ip) = addr.parse::<IpAddr>() {
-                names.by_ip.insert(ip, name.to_owned());
+                names.by_ip.insert(ip, name.into());
             } else {
                 return Err(bad());
             }
@@ -91,7 +136,7 @@ impl Names {
 
     /// Adds an entry for an IP.
     pub fn insert_ip(&mut self, ip: IpAddr, name: &str) {
-        self.by_ip.insert(ip, name.to_owned());
+        self.by_ip.insert(ip, name.into());
     }
 
     /// The name given for `endpoint`, if any.
@@ -99,22 +144,26 @@ impl Names {
         self.by_endpoint
             .get(endpoint)
             .or_else(|| self.by_ip.get(&endpoint.ip))
-            .map(String::as_str)
+            .map(|n| &**n)
     }
 
     /// The node an endpoint belongs to: its name, or its IP.
-    pub fn node_of_endpoint(&self, endpoint: &Endpoint) -> String {
-        match self.lookup(endpoint) {
-            Some(n) => n.to_owned(),
-            None => endpoint.ip.to_string(),
+    pub fn node_of_endpoint(&self, endpoint: &Endpoint) -> NodeName {
+        match self
+            .by_endpoint
+            .get(endpoint)
+            .or_else(|| self.by_ip.get(&endpoint.ip))
+        {
+            Some(n) => Arc::clone(n),
+            None => endpoint.ip.to_string().into(),
         }
     }
 
     /// The node an address belongs to.
-    pub fn node_of(&self, address: &Address) -> String {
+    pub fn node_of(&self, address: &Address) -> NodeName {
         match address {
             Address::Endpoint(e) => self.node_of_endpoint(e),
-            Address::Name(n) => n.clone(),
+            Address::Name(n) => n.as_str().into(),
         }
     }
 
@@ -176,17 +225,24 @@ mod tests {
             "names",
         )
         .unwrap();
-        assert_eq!(n.node_of_endpoint(&"10.0.0.1:80".parse().unwrap()), "web1");
         assert_eq!(
-            n.node_of_endpoint(&"10.0.0.1:9000".parse().unwrap()),
+            &*n.node_of_endpoint(&"10.0.0.1:80".parse().unwrap()),
+            "web1"
+        );
+        assert_eq!(
+            &*n.node_of_endpoint(&"10.0.0.1:9000".parse().unwrap()),
             "web1-admin"
         );
-        assert_eq!(n.node_of_endpoint(&"[::1]:80".parse().unwrap()), "local");
-        assert_eq!(
-            n.node_of_endpoint(&"10.0.0.7:80".parse().unwrap()),
-            "10.0.0.7"
-        );
-        assert_eq!(n.node_of(&Address::Name("db".into())), "db");
+        assert_eq!(&*n.node_of_endpoint(&"[::1]:80".parse().unwrap()), "local");
+        let mut cache = NodeCache::default();
+        for _ in 0..2 {
+            assert_eq!(
+                &*cache.node_of_endpoint(&n, &"10.0.0.7:80".parse().unwrap()),
+                "10.0.0.7"
+            );
+            assert_eq!(&*cache.node_of(&n, &Address::Name("db".into())), "db");
+        }
+        assert_eq!(&*n.node_of(&Address::Name("db".into())), "db");
         let err = Names::parse("10.0.0.1 a\nnot-an-ip b\n", "f.txt")
             .unwrap_err()
             .to_string();

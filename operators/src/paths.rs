@@ -133,7 +133,7 @@ impl Default for PathsConfig {
             instances: false,
             aggregate_roles: false,
             names: Arc::new(Names::new()),
-            max_patterns: 10_000,
+            max_patterns: 2_000,
         }
     }
 }
@@ -799,7 +799,6 @@ impl Paths {
     }
 
     /// Frees messages no unfinished root can reach any more.
-
     fn expire(&mut self, now: Time) {
         let oldest_root = self.pending_roots.first().map(|r| r.0);
         let settled = now.saturating_sub(self.settle());

@@ -3,7 +3,8 @@
 //! - **Input**: [`TraceRow`]s from message-trace sources.
 //! - **Output**: one [`Message`] per row, its nodes named by the [`Names`] table (an endpoint
 //!   without an entry is named after its IP; a named address is its own node).
-//! - **Exchange**: none (pipeline); **state**: none; **cost**: two name lookups per row.
+//! - **Exchange**: none (pipeline); **state**: the text of unnamed IPs ([`NodeCache`],
+//!   bounded); **cost**: two name lookups per row.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -26,7 +27,7 @@
 //!     vec![row].to_stream(scope).container::<Vec<_>>().messages(names).capture()
 //! });
 //! let messages: Vec<_> = captured.extract().into_iter().flat_map(|(_, m)| m).collect();
-//! assert_eq!((messages[0].src.as_str(), messages[0].dst.as_str()), ("10.0.0.1", "web"));
+//! assert_eq!((&*messages[0].src, &*messages[0].dst), ("10.0.0.1", "web"));
 //! ```
 
 use std::sync::Arc;
@@ -38,15 +39,15 @@ use timely::dataflow::operators::generic::Operator;
 
 use crate::domain::Domain;
 use crate::message::Message;
-use crate::names::Names;
+use crate::names::{Names, NodeCache};
 
 /// Converts a row to a message, naming its nodes.
 ///
 /// Each timestamp is in its own node's clock: the send time in the sender's, the receive time
 /// in the receiver's (the clock domains are the nodes).
-pub fn message_of_row(row: TraceRow, names: &Names) -> Message {
-    let src = names.node_of(&row.src);
-    let dst = names.node_of(&row.dst);
+pub fn message_of_row(row: TraceRow, names: &Names, nodes: &mut NodeCache) -> Message {
+    let src = nodes.node_of(names, &row.src);
+    let dst = nodes.node_of(names, &row.dst);
     Message {
         send_ns: row.send_ns,
         recv_ns: row.recv_ns,
@@ -78,12 +79,13 @@ pub trait RowsToMessages<'scope> {
 impl<'scope> RowsToMessages<'scope> for Stream<'scope, Time, Vec<TraceRow>> {
     fn messages(self, names: Arc<Names>) -> Stream<'scope, Time, Vec<Message>> {
         self.unary(Pipeline, "rows", move |_cap, _info| {
+            let mut nodes = NodeCache::default();
             move |input, output| {
                 // In arrival order (`for_each_stamp` may reorder containers of one time).
                 input.for_each(|cap, rows| {
                     let mut session = output.session(&cap);
                     for row in rows.drain(..) {
-                        session.give(message_of_row(row, &names));
+                        session.give(message_of_row(row, &names, &mut nodes));
                     }
                 });
             }
@@ -110,8 +112,8 @@ mod tests {
             kind: None,
             call_id: None,
         };
-        let m = message_of_row(row, &names);
-        assert_eq!((m.src.as_str(), m.dst.as_str()), ("10.0.0.1", "web"));
+        let m = message_of_row(row, &names, &mut NodeCache::default());
+        assert_eq!((&*m.src, &*m.dst), ("10.0.0.1", "web"));
         assert_eq!(m.row, Some(7));
         assert_eq!(m.ts_ns(), 5);
     }

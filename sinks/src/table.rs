@@ -16,7 +16,7 @@ use std::fmt::Write as _;
 use std::time::{Duration, UNIX_EPOCH};
 
 use causeway_operators::{
-    ClockOffset, Flow, HopStats, OriginStats, PathPattern, PatternNode, Rank,
+    ClockOffset, Flow, HopStats, NodeName, OriginStats, PathPattern, PatternNode, Rank,
 };
 use causeway_sources::decode::linktype;
 use causeway_sources::{OriginId, Origins};
@@ -40,7 +40,7 @@ pub struct Table {
     stats: BTreeMap<OriginId, OriginStats>,
     flows: BinaryHeap<Reverse<(u64, Flow)>>,
     flow_count: u64,
-    edges: BTreeMap<(String, String), Edge>,
+    edges: BTreeMap<(NodeName, NodeName), Edge>,
     clocks: BTreeMap<String, ClockOffset>,
     nat: BTreeMap<(&'static str, String, String), u64>,
     rank: Rank,
@@ -286,7 +286,7 @@ impl Table {
             "network (corrected clocks)".to_owned(),
         ]];
         // The busiest pairs first.
-        let mut edges: Vec<(&(String, String), &Edge)> = self.edges.iter().collect();
+        let mut edges: Vec<(&(NodeName, NodeName), &Edge)> = self.edges.iter().collect();
         edges.sort_by(|a, b| b.1.messages.cmp(&a.1.messages).then(a.0.cmp(b.0)));
         let shown = edges.len().min(self.top.max(1));
         for ((src, dst), e) in edges.into_iter().take(shown) {
@@ -299,8 +299,8 @@ impl Table {
                 "one side only".to_owned()
             };
             rows.push(vec![
-                src.clone(),
-                dst.clone(),
+                src.to_string(),
+                dst.to_string(),
                 group(e.messages),
                 group(e.both_sides),
                 group(e.bytes),

@@ -46,7 +46,9 @@ pub struct SourceConfig {
     pub batch: usize,
     /// Records sent per activation before yielding to other operators.
     pub budget: usize,
-    /// How far (ns of event time) the source may run ahead of the dataflow's output frontier.
+    /// How far (ns of event time) the source may run ahead of the dataflow's output frontier:
+    /// more than any operator holds its output back, or the source would wait for a frontier
+    /// that cannot move. It bounds the records in flight.
     pub max_ahead_ns: Nanos,
 }
 

@@ -41,7 +41,7 @@ use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
 use crate::clock::DelaySample;
 use crate::domain::Domain;
 use crate::message::Message;
-use crate::names::Names;
+use crate::names::{Names, NodeName};
 
 /// How long `reconcile.calls` waits for the other end of a message.
 #[derive(Clone, Copy, Debug)]
@@ -127,7 +127,7 @@ struct Datagram {
 #[derive(Debug, Default)]
 struct End {
     /// The traced process or host, once a call of this end was seen.
-    node: Option<(String, OriginId)>,
+    node: Option<(NodeName, OriginId)>,
     /// Sends not yet ended by a receive.
     sending: Option<Run>,
     /// Ended runs of sends, waiting for the other end's receive time.
@@ -198,7 +198,7 @@ impl Calls {
         let me = usize::from(conn.addresses[0] != c.local);
         let end = &mut conn.ends[me];
         if end.node.is_none() {
-            end.node = Some((c.node.clone(), c.origin));
+            end.node = Some((c.node.as_str().into(), c.origin));
         }
         if !c.transport.is_stream() {
             let d = Datagram {
@@ -635,8 +635,8 @@ mod tests {
         assert_eq!(m.len(), 2, "{m:#?}");
         assert_eq!(
             (
-                m[0].src.as_str(),
-                m[0].dst.as_str(),
+                &*m[0].src,
+                &*m[0].dst,
                 m[0].send_ns,
                 m[0].recv_ns,
                 m[0].bytes
@@ -644,7 +644,7 @@ mod tests {
             ("curl[1]@a", "srv[2]@b", Some(1_000), Some(1_500), Some(150))
         );
         assert_eq!(
-            (m[1].src.as_str(), m[1].send_ns, m[1].recv_ns, m[1].bytes),
+            (&*m[1].src, m[1].send_ns, m[1].recv_ns, m[1].bytes),
             ("srv[2]@b", Some(5_000), Some(6_000), Some(4000))
         );
         assert_eq!(m[0].send_domain, Some(Domain::Origin(OriginId(0))));
@@ -666,12 +666,12 @@ mod tests {
             call(1, 5_000, "s[2]@a", S, C, Recv, 10, 20),
         ];
         let m = run(calls);
-        let reqs: Vec<_> = m.iter().filter(|m| m.src == "c[1]@a").collect();
+        let reqs: Vec<_> = m.iter().filter(|m| &*m.src == "c[1]@a").collect();
         assert_eq!(reqs.len(), 2, "{m:#?}");
         assert_eq!(reqs[0].recv_ns, Some(2_000));
         let later: Vec<_> = m
             .iter()
-            .filter(|m| m.src == "c[1]@a" && m.send_ns >= Some(4_000))
+            .filter(|m| &*m.src == "c[1]@a" && m.send_ns >= Some(4_000))
             .map(|m| (m.send_ns, m.recv_ns, m.bytes))
             .collect();
         // The empty read ended nothing, so both writes are one run.
@@ -689,9 +689,9 @@ mod tests {
         let m = run(calls);
         assert_eq!(m.len(), 2, "{m:#?}");
         assert_eq!(
-            (m[0].src.as_str(), m[0].send_ns, m[0].recv_ns, m[0].bytes),
+            (&*m[0].src, m[0].send_ns, m[0].recv_ns, m[0].bytes),
             ("10.0.0.1", None, Some(1_500), Some(120))
         );
-        assert_eq!((m[1].dst.as_str(), m[1].recv_ns), ("10.0.0.1", None));
+        assert_eq!((&*m[1].dst, m[1].recv_ns), ("10.0.0.1", None));
     }
 }

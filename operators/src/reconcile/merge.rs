@@ -41,7 +41,7 @@ use crate::clock::DelaySample;
 use crate::conn::Deadlines;
 use crate::domain::Domain;
 use crate::message::Message;
-use crate::names::Names;
+use crate::names::{Names, NodeCache};
 use crate::topology::Homes;
 
 /// How long `reconcile` waits for a message's sightings.
@@ -89,6 +89,7 @@ pub struct Merger {
     alignment: Arc<Alignment>,
     homes: Arc<Homes>,
     names: Arc<Names>,
+    nodes: NodeCache,
 }
 
 fn label_pair(a: &IpAddr, b: &IpAddr) -> (u64, bool) {
@@ -106,6 +107,7 @@ impl Merger {
             alignment,
             homes,
             names,
+            nodes: NodeCache::default(),
         }
     }
 
@@ -114,7 +116,7 @@ impl Merger {
     }
 
     /// Turns the sightings of one key into messages (usually one).
-    fn finish(&self, mut sightings: Vec<Sighting>, out: &mut Outcome) {
+    fn finish(&mut self, mut sightings: Vec<Sighting>, out: &mut Outcome) {
         // Connected groups: sightings agreeing on at least one side.
         let n = sightings.len();
         let mut group: Vec<usize> = (0..n).collect();
@@ -141,7 +143,7 @@ impl Merger {
         }
     }
 
-    fn one(&self, mut sightings: Vec<Sighting>, out: &mut Outcome) {
+    fn one(&mut self, mut sightings: Vec<Sighting>, out: &mut Outcome) {
         // One sighting per sniffer and view (a pcapng with two interfaces may see a packet twice).
         sightings.sort_by_key(|s| (s.origin, s.src, s.dst, s.first_ns));
         sightings.dedup_by(|a, b| a.origin == b.origin && a.src == b.src && a.dst == b.dst);
@@ -208,8 +210,8 @@ impl Merger {
             recv_domain: recv.map(|s| Domain::Origin(s.origin)),
             send_corrected_ns: None,
             recv_corrected_ns: None,
-            src: self.names.node_of_endpoint(&src),
-            dst: self.names.node_of_endpoint(&dst),
+            src: self.nodes.node_of_endpoint(&self.names, &src),
+            dst: self.nodes.node_of_endpoint(&self.names, &dst),
             src_endpoint: Address::Endpoint(src),
             dst_endpoint: Address::Endpoint(dst),
             bytes: sightings.iter().map(|s| s.bytes).max(),
@@ -286,7 +288,7 @@ pub trait Reconcile<'scope> {
 }
 
 impl<'scope> Reconcile<'scope> for Stream<'scope, Time, Vec<Sighting>> {
-    fn reconcile(self, config: ReconcileConfig, merger: Merger) -> Reconciled<'scope> {
+    fn reconcile(self, config: ReconcileConfig, mut merger: Merger) -> Reconciled<'scope> {
         let scope = self.scope();
         let mut builder = OperatorBuilder::new("reconcile".to_owned(), scope);
         let mut input = builder.new_input(self, Exchange::new(|s: &Sighting| s.key));
@@ -455,7 +457,7 @@ mod tests {
     fn load_balanced_message_takes_each_side_from_its_own_host() {
         // client 10.0.0.9 -> VIP 10.0.100.1:80 -> replica 10.0.0.11:80; sniffers on the
         // client (0), on the balancer (1, both legs) and on the replica (2), clocks apart.
-        let m = Merger::new(
+        let mut m = Merger::new(
             Arc::new(Alignment::none()),
             homes(&[(0, "10.0.0.9"), (2, "10.0.0.11")], &[1]),
             Arc::new(Names::new()),
@@ -484,7 +486,7 @@ mod tests {
 
     #[test]
     fn a_missed_side_is_absent_and_counted_and_unrelated_datagrams_do_not_merge() {
-        let m = Merger::new(
+        let mut m = Merger::new(
             Arc::new(Alignment::none()),
             homes(&[(0, "10.0.0.1"), (1, "10.0.0.2")], &[]),
             Arc::new(Names::new()),

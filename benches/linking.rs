@@ -1,0 +1,123 @@
+//! Linking harness: how fast `causeway analyze` links messages into paths and aggregates the
+//! patterns (WAP5 §5: the message-trace input, the `rows`, `clock`, `link` and `paths`
+//! operators), with its peak RSS, on the generator's multi-tier preset at parallelism 1.6 as
+//! a message trace, at growing sizes: by default 470,000 and 4.7 million messages (the size of
+//! WAP5's CoDeeN trace), so that the RSS can be compared as the trace grows 10×.
+//!
+//! The command is `causeway analyze --workers W --names names.txt --emit patterns
+//! --emit-every 100000s --format jsonl -o /dev/null messages.csv` (one final snapshot: the
+//! work, not the printing, is measured). Traces are generated once into
+//! `target/bench-data/linking-N/` and kept. Each trace is read once beforehand so that it
+//! is in the page cache; each size runs `--runs` times; the median wall time and the largest
+//! peak RSS are reported. Peak RSS is the child's `ru_maxrss`, taken in a fresh helper process
+//! per run.
+//!
+//! Run: `cargo bench --bench linking` or
+//!      `cargo bench --bench linking -- --messages 470000,4700000 --workers 2 --runs 3`
+
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
+mod harness;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use harness::{measure, measure_child, warm};
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).is_some_and(|a| a == "--measure") {
+        measure_child(&args[2..]);
+        return;
+    }
+    let mut sizes: Vec<u64> = vec![470_000, 4_700_000];
+    let mut runs = 3;
+    let mut workers = 2;
+    let mut i = 1;
+    while i < args.len() {
+        match args[i].as_str() {
+            "--messages" => {
+                sizes = args[i + 1]
+                    .split(',')
+                    .map(|s| s.parse().expect("--messages N[,N...]"))
+                    .collect();
+                i += 1;
+            }
+            "--runs" => {
+                runs = args[i + 1].parse().expect("--runs N");
+                i += 1;
+            }
+            "--workers" => {
+                workers = args[i + 1].parse().expect("--workers N");
+                i += 1;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    let causeway = PathBuf::from(env!("CARGO_BIN_EXE_causeway"));
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-data");
+    std::fs::create_dir_all(&data).unwrap();
+    println!(
+        "{:>10} {:>9} {:>12} {:>14} {:>12}",
+        "messages", "wall s", "messages/s", "peak RSS MiB", "patterns"
+    );
+    for &n in &sizes {
+        let dir = data.join(format!("linking-{n}"));
+        let trace = dir.join("messages.csv");
+        if !trace.is_file() {
+            eprintln!("generating {n} messages into {}", dir.display());
+            let status = Command::new(&causeway)
+                .args(["generate", "--preset", "multi-tier", "--format", "csv"])
+                .args(["--parallelism", "1.6", "--seed", "1"])
+                .args(["--messages", &n.to_string()])
+                .arg("-o")
+                .arg(&dir)
+                .status()
+                .unwrap();
+            assert!(status.success(), "generate failed");
+        }
+        warm(&trace);
+        let out = dir.join("patterns.jsonl");
+        let cmd: Vec<String> = vec![
+            causeway.display().to_string(),
+            "analyze".into(),
+            "--workers".into(),
+            workers.to_string(),
+            "--names".into(),
+            dir.join("names.txt").display().to_string(),
+            "--emit".into(),
+            "patterns".into(),
+            "--emit-every".into(),
+            "100000s".into(),
+            "--format".into(),
+            "jsonl".into(),
+            "-o".into(),
+            out.display().to_string(),
+            trace.display().to_string(),
+        ];
+        let mut walls = Vec::new();
+        let mut rss = 0;
+        for _ in 0..runs.max(1) {
+            let (wall, kib) = measure(&cmd);
+            walls.push(wall);
+            rss = rss.max(kib);
+        }
+        walls.sort_by(f64::total_cmp);
+        let wall = walls[walls.len() / 2];
+        // Patterns in the final report: the latest cumulative line per id, count above 0.
+        let mut latest = std::collections::HashMap::new();
+        for line in std::fs::read_to_string(&out).unwrap().lines() {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            if v["kind"] == "pattern" && v["cumulative"] == true {
+                latest.insert(v["id"].to_string(), v["count"].as_u64().unwrap_or(0));
+            }
+        }
+        let patterns = latest.values().filter(|c| **c > 0).count();
+        println!(
+            "{n:>10} {wall:>9.2} {:>12.0} {:>14.1} {patterns:>12}",
+            n as f64 / wall,
+            rss as f64 / 1024.0
+        );
+    }
+}
