@@ -242,3 +242,88 @@ fn clock_offsets_and_nat_leave_the_patterns_unchanged() {
         assert!(!k.contains("10.0.255.1"), "named by the real server: {k}");
     }
 }
+
+/// The patterns depend on the data only: the same trace on one worker, on two, and on two
+/// again gives the same patterns with the same counts and expected counts, however the work
+/// was spread and however the frontier moved. Also over captures from several sniffers with
+/// clock offsets, where messages come out of reconciliation up to its window late.
+#[test]
+fn patterns_do_not_depend_on_workers_or_timing() {
+    let dir = scratch("paths-deterministic");
+    generate(
+        &dir,
+        &[
+            "--preset",
+            "multi-tier",
+            "--format",
+            "csv",
+            "--messages",
+            "30000",
+            "--parallelism",
+            "5",
+        ],
+    );
+    let names = dir.join("names.txt");
+    let csv = dir.join("messages.csv");
+    let run = |workers: &str| {
+        let records = causeway_jsonl(&[
+            "analyze",
+            "--format",
+            "jsonl",
+            "--emit",
+            "patterns",
+            "--workers",
+            workers,
+            "--names",
+            names.to_str().unwrap(),
+            csv.to_str().unwrap(),
+        ]);
+        final_patterns(&records)
+    };
+    let one = run("1");
+    assert!(one.len() > 10, "{} patterns", one.len());
+    for (n, workers) in [(1, "2"), (2, "2"), (3, "1")] {
+        assert_eq!(run(workers), one, "run {n} on {workers} worker(s)");
+    }
+
+    let pcaps = scratch("paths-deterministic-pcap");
+    generate(
+        &pcaps,
+        &[
+            "--preset",
+            "multi-tier",
+            "--messages",
+            "4000",
+            "--sniffers",
+            "per-host",
+            "--clock-offset",
+            "2s",
+        ],
+    );
+    let mut inputs: Vec<String> = std::fs::read_dir(&pcaps)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "pcap"))
+        .map(|p| p.display().to_string())
+        .collect();
+    inputs.sort();
+    let names = pcaps.join("names.txt").display().to_string();
+    let run = |workers: &str| {
+        let mut args = vec![
+            "analyze",
+            "--format",
+            "jsonl",
+            "--emit",
+            "patterns",
+            "--workers",
+            workers,
+            "--names",
+            &names,
+        ];
+        args.extend(inputs.iter().map(String::as_str));
+        final_patterns(&causeway_jsonl(&args))
+    };
+    let one = run("1");
+    assert!(!one.is_empty());
+    assert_eq!(run("2"), one, "captures on two workers");
+}

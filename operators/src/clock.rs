@@ -26,8 +26,9 @@
 //!   corrected timestamps, each with the estimate for the last second boundary before it (in
 //!   a domain's first seconds, the first estimate after it). Holds each message until the
 //!   estimates up to two seconds past its time have arrived (the frontier is past its time
-//!   plus two seconds plus the samples' lateness); state: those messages and five minutes of
-//!   estimates per domain.
+//!   plus two seconds plus the samples' lateness), and keeps its capability at the smallest
+//!   event time it holds, so that no message leaves with a time its successors' frontier has
+//!   passed; state: those messages and five minutes of estimates per domain.
 //!
 //! Reports stop within `every_ns` of a domain graph's newest evidence rather than extrapolate
 //! past it; the final report repeats the last one. Estimates for correction go on (following
@@ -856,6 +857,10 @@ impl<'scope> Correct<'scope> for Stream<'scope, Time, Vec<Message>> {
                 let mut held = Some(cap);
                 let mut history: History = History::default();
                 let mut waiting: BTreeMap<Time, Vec<Message>> = BTreeMap::new();
+                // The event times of the waiting messages (with multiplicity): the capability
+                // stays at the smallest, so that downstream operators, which order by event
+                // time, never get a message whose time their frontier has passed.
+                let mut times: BTreeMap<Time, u32> = BTreeMap::new();
                 move |(messages, frontier), (estimates, est_frontier), output| {
                     messages.for_each(|cap, batch| {
                         let t = cap.least().copied().unwrap_or(0);
@@ -867,6 +872,7 @@ impl<'scope> Correct<'scope> for Stream<'scope, Time, Vec<Message>> {
                                     .saturating_add(LOOK_AHEAD_NS)
                                     .saturating_add(lateness_ns),
                             );
+                            *times.entry(m.event_ns).or_default() += 1;
                             waiting.entry(due).or_default().push(m);
                         }
                     });
@@ -884,6 +890,12 @@ impl<'scope> Correct<'scope> for Stream<'scope, Time, Vec<Message>> {
                         }
                         for mut m in entry.remove() {
                             let at = m.event_ns;
+                            if let Some(n) = times.get_mut(&at) {
+                                *n -= 1;
+                                if *n == 0 {
+                                    times.remove(&at);
+                                }
+                            }
                             m.send_corrected_ns =
                                 corrected(m.send_ns, &m.send_domain, at, &history, &alignment);
                             m.recv_corrected_ns =
@@ -904,7 +916,7 @@ impl<'scope> Correct<'scope> for Stream<'scope, Time, Vec<Message>> {
                         }
                     }
                     let both = [frontier.frontier().iter().next().copied(), est_now];
-                    let lowest = match (both[0], waiting.first_key_value().map(|(t, _)| *t)) {
+                    let lowest = match (both[0], times.first_key_value().map(|(t, _)| *t)) {
                         (Some(f), Some(w)) => Some(f.min(w)),
                         (f, w) => f.or(w),
                     };

@@ -22,8 +22,11 @@
 //!   on it is unanswered is that message's reply, so its cause is that request or a reply to
 //!   a call B made after it, and it is never spontaneous; and a request B has already answered
 //!   is no candidate for what B sends after its answer. A message is linked once the frontier
-//!   is `order_slack_ns` past it, so that parents whose event times carry their senders'
-//!   residual clock error are in. Candidates below `min_probability` are dropped unless they
+//!   is `lateness_ns` (how late upstream windows may emit it) plus `order_slack_ns` past it,
+//!   so that parents whose event times carry their senders' residual clock error are in;
+//!   arrivals are taken `order_slack_ns` earlier, in one order with the children, so that
+//!   what a message is linked against does not depend on how the frontier moved (the output
+//!   is the same on any number of workers). Candidates below `min_probability` are dropped unless they
 //!   are the most likely option; at most `max_candidates` (the most recent) are kept.
 //! - **State**: per node, the arrivals of the last `x` plus the allowed lateness, freed as the
 //!   frontier passes; per node pair, the delay estimate's buckets over `delay_window_ns`; the
@@ -193,6 +196,18 @@ impl Estimate {
         // Out-of-order times land in the newest bucket.
         let n = self.buckets.len() - 1;
         &mut self.buckets[n]
+    }
+
+    /// Drops the buckets that have left the window before `t`.
+    fn trim(&mut self, t: Time, width: Time, window: Time) {
+        let start = t - t % width.max(1);
+        while self
+            .buckets
+            .front()
+            .is_some_and(|b| b.0.saturating_add(window) <= start)
+        {
+            self.buckets.pop_front();
+        }
     }
 
     fn mean(&self, estimate: DelayEstimate) -> Option<f64> {
@@ -369,6 +384,8 @@ impl Linker {
         let window = self.config.delay_window_ns;
         let width = (window / 8).max(1);
         let estimate = self.estimates.entry((from, to)).or_default();
+        // What has left the window goes now, not when `expire` runs.
+        estimate.trim(m.event_ns, width, window);
         if let Some(&(_, smallest, _)) = candidates.first() {
             let b = estimate.bucket(m.event_ns, width, window);
             b.1 += smallest as f64;
@@ -514,7 +531,7 @@ impl<'scope> Link<'scope> for Stream<'scope, Time, Vec<Message>> {
                     estimates: FastMap::default(),
                     sends: FastMap::default(),
                     types: FastMap::default(),
-                    ports: Ports::default(),
+                    ports: Ports::with_idle(config.idle_ns),
                     last_expiry: 0,
                 };
                 let mut waiting_children: Reorder<Message> = Reorder::default();
@@ -538,22 +555,44 @@ impl<'scope> Link<'scope> for Stream<'scope, Time, Vec<Message>> {
                     .into_iter()
                     .flatten()
                     .min();
-                    while let Some((_, _, a)) = waiting_arrivals.pop_before(now) {
-                        linker.insert(a);
-                    }
-                    // Children wait `order_slack_ns` longer than arrivals.
+                    // Children wait `order_slack_ns` longer than arrivals. Both are taken in
+                    // one order, an arrival at `t` as if at `t - slack`, so that what a child
+                    // sees (arrivals, port evidence) does not depend on how the frontier moved.
+                    // Messages may come up to `lateness_ns` after the frontier has passed their
+                    // event time (upstream windows): a time counts as passed only that much
+                    // later, so that what is linked does not depend on timing.
                     let slack = linker.config.order_slack_ns;
-                    let bound = now.map(|n| n.saturating_sub(slack));
-                    if bound != Some(0) {
-                        let mut session = output.session(&*cap);
-                        while let Some((_, id, m)) = waiting_children.pop_before(bound) {
+                    let lag = linker.config.lateness_ns;
+                    let arrivals_bound = now.map(|n| n.saturating_sub(lag));
+                    let bound = now.map(|n| n.saturating_sub(lag.saturating_add(slack)));
+                    let mut session = output.session(&*cap);
+                    loop {
+                        let arrival = waiting_arrivals
+                            .first()
+                            .filter(|(t, _)| arrivals_bound.is_none_or(|b| *t < b));
+                        let child = waiting_children
+                            .first()
+                            .filter(|(t, _)| bound.is_none_or(|b| *t < b));
+                        let take_arrival = match (arrival, child) {
+                            (Some((ta, _)), Some((tc, _))) => ta.saturating_sub(slack) <= tc,
+                            (Some(_), None) => true,
+                            (None, Some(_)) => false,
+                            (None, None) => break,
+                        };
+                        if take_arrival {
+                            if let Some((_, _, a)) = waiting_arrivals.pop_before(arrivals_bound) {
+                                linker.insert(a);
+                            }
+                        } else if let Some((_, id, m)) = waiting_children.pop_before(bound) {
                             session.give(linker.link(id, m));
                         }
                     }
+                    drop(session);
                     if let Some(n) = now {
                         linker.expire(n);
                     }
-                    match now {
+                    // Everything still to come is linked at or after `bound`.
+                    match bound {
                         Some(t) if t > *cap.time() => cap.downgrade(&t),
                         Some(_) => {}
                         None => held = None,

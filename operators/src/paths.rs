@@ -15,9 +15,11 @@
 //!   factor `1 − q`), or otherwise *try-both*: two instances, one with and one without it,
 //!   while the root has try-both decisions left (`try_both`), after which the child's most
 //!   likely cause wins. An instance's probability is the product of its decisions (and of its
-//!   root's probability of being spontaneous). An instance is final once the frontier has
-//!   passed its newest message by `max_delay_ns` plus the lateness (no child can still
-//!   arrive), or once its root is `max_path_ns` old. Nodes are named as in the messages,
+//!   root's probability of being spontaneous). An instance is final once its newest message is
+//!   `max_delay_ns` plus the lateness old (no child can still arrive), or once its root is
+//!   `max_path_ns` old; a root is judged just before the first message at or after that
+//!   time is taken in (messages are taken in event-time order), so that the outcome does not
+//!   depend on how the frontier moved. Nodes are named as in the messages,
 //!   client nodes `CLIENT` and ephemeral ports `*` ([`Ports`]); with `aggregate_roles`,
 //!   servers by their role ([`Names::role`]).
 //! - **Per pattern**: count, expected count (sum of probabilities), maximum probability, and
@@ -450,7 +452,11 @@ impl Paths {
         let s = f64::from(r.spontaneous) / f64::from(ONE);
         let mut out = Vec::new();
         let mut stack = vec![Partial {
-            msgs: vec![(root, None)],
+            msgs: {
+                let mut v = Vec::with_capacity(32);
+                v.push((root, None));
+                v
+            },
             i: 0,
             j: 0,
             prob: s,
@@ -554,26 +560,33 @@ impl Paths {
             .map(|(id, _)| self.entries.get(id))
             .collect::<Option<_>>()?;
         let n = msgs.len();
-        let mut children: Vec<Vec<usize>> = vec![Vec::new(); n];
-        for (i, (_, p)) in msgs.iter().enumerate() {
-            if let Some(p) = p {
-                children[*p].push(i);
-            }
+        // Children by (parent, send time, position), in one sorted list: a parent's children
+        // are the range `kids[start[p]..start[p + 1]]`, in send order.
+        let mut kids: Vec<(usize, Time, usize)> = msgs
+            .iter()
+            .enumerate()
+            .filter_map(|(i, (_, p))| {
+                let m = &entries[i].m;
+                p.map(|p| (p, m.send_ns.or(m.recv_ns).unwrap_or(m.event_ns), i))
+            })
+            .collect();
+        kids.sort_unstable();
+        let mut start = vec![0usize; n + 1];
+        for &(p, _, _) in &kids {
+            start[p + 1] += 1;
         }
-        let send_key = |i: usize| {
-            let m = &entries[i].m;
-            (m.send_ns.or(m.recv_ns).unwrap_or(m.event_ns), i)
-        };
-        for c in &mut children {
-            c.sort_by_key(|&i| send_key(i));
+        for k in 0..n {
+            start[k + 1] += start[k];
         }
+        let children = |p: usize| &kids[start[p]..start[p + 1]];
         // Preorder.
         let mut order: Vec<(usize, Option<usize>)> = Vec::with_capacity(n);
-        let mut stack = vec![(0usize, None)];
+        let mut stack = Vec::with_capacity(n);
+        stack.push((0usize, None));
         while let Some((i, pp)) = stack.pop() {
             let pos = order.len();
             order.push((i, pp));
-            for &c in children[i].iter().rev() {
+            for &(_, _, c) in children(i).iter().rev() {
                 stack.push((c, Some(pos)));
             }
         }
@@ -589,7 +602,7 @@ impl Paths {
                 src,
                 dst,
                 port,
-                children: children[i].len() as u32,
+                children: children(i).len() as u32,
             });
             let send = m.send_corrected_ns.or(m.send_ns);
             let recv = m.recv_corrected_ns.or(m.recv_ns);
@@ -774,12 +787,16 @@ impl Paths {
                 .max()
                 .unwrap_or(root_ns);
             let settled = newest.saturating_add(self.settle());
-            if let Some(n) = now {
-                if settled >= n && root_ns.saturating_add(self.config.max_path_ns) >= n {
-                    // A child may still come: look again later.
-                    self.pending.insert((settled.max(ready + 1), root));
-                    continue;
-                }
+            // Judged at `ready`, not at the frontier: every message before `ready` is in and
+            // none after it (see the operator's loop), so the outcome does not depend on how
+            // the frontier moved.
+            if now.is_some()
+                && settled > ready
+                && root_ns.saturating_add(self.config.max_path_ns) > ready
+            {
+                // A child may still come: look again when it would have.
+                self.pending.insert((settled, root));
+                continue;
             }
             self.pending_roots.remove(&(root_ns, root));
             let mut hop_cache = FastMap::default();
@@ -988,10 +1005,20 @@ impl<'scope> BuildPaths<'scope> for Stream<'scope, Time, Vec<Linked>> {
                     let now = frontier.frontier().iter().next().copied();
                     let mut out = Vec::new();
                     loop {
-                        // Snapshots fall between the messages they cover.
+                        // Snapshots fall between the messages they cover; a root is finished
+                        // just before the first message at or after its ready time, so that
+                        // what it sees (messages, port evidence) is the same however the
+                        // frontier moved.
                         let next_msg = waiting.first().map(|(t, _)| t);
                         let snap = paths.next_snapshot;
                         let msg_ready = next_msg.filter(|t| now.is_none_or(|n| *t < n));
+                        if let Some(t) = msg_ready {
+                            if paths.pending.first().is_some_and(|(r, _)| *r <= t)
+                                && snap.is_none_or(|s| s > t)
+                            {
+                                paths.finish_roots(Some(t.saturating_add(1)), &mut out);
+                            }
+                        }
                         match (msg_ready, snap) {
                             (Some(t), Some(s)) if s <= t => {
                                 paths.finish_roots(Some(s), &mut out);

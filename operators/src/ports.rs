@@ -41,13 +41,32 @@ impl Seen {
 }
 
 /// Learns fixed ports and server nodes from messages.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Ports {
     endpoints: HashMap<Endpoint, Seen, FixedState>,
     servers: HashMap<u64, Time, FixedState>,
+    /// An endpoint unseen this long starts afresh when seen again (an ephemeral port reused
+    /// by another connection): decided when it is seen, so that the classification does not
+    /// depend on when [`Ports::expire`] ran.
+    idle_ns: Time,
+}
+
+impl Default for Ports {
+    fn default() -> Self {
+        Ports::with_idle(300_000_000_000)
+    }
 }
 
 impl Ports {
+    /// A classifier that forgets endpoints unseen for `idle_ns`.
+    pub fn with_idle(idle_ns: Time) -> Self {
+        Ports {
+            endpoints: HashMap::default(),
+            servers: HashMap::default(),
+            idle_ns,
+        }
+    }
+
     /// Records a message between `a` (of node `node_a`) and `b` (of `node_b`) at event time
     /// `t`.
     pub fn observe(&mut self, a: &Address, b: &Address, node_a: u64, node_b: u64, t: Time) {
@@ -70,6 +89,9 @@ impl Ports {
 
     fn note(&mut self, e: Endpoint, peer: Endpoint, node: u64, t: Time) {
         let seen = self.endpoints.entry(e).or_default();
+        if seen.last_ns.saturating_add(self.idle_ns) < t {
+            *seen = Seen::default();
+        }
         seen.last_ns = seen.last_ns.max(t);
         let n = seen.len();
         if n < FIXED_PEERS && !seen.peers[..n].contains(&Some(peer)) {
