@@ -437,6 +437,39 @@ impl Paths {
             .get_or_insert((t / self.config.every_ns + 1) * self.config.every_ns);
     }
 
+    /// The newest event time among the messages any instance from `root` may hold: those
+    /// reachable by links that are not probably false (a superset of every instance, found
+    /// without enumerating them; at most `4 * MAX_MESSAGES` are visited).
+    fn newest_reachable(&self, root: u64) -> Time {
+        let Some(r) = self.entries.get(&root) else {
+            return 0;
+        };
+        let mut newest = r.m.event_ns;
+        let mut seen: Vec<u64> = vec![root];
+        let mut stack = vec![root];
+        while let Some(id) = stack.pop() {
+            let Some(e) = self.entries.get(&id) else {
+                continue;
+            };
+            for &(c, q) in &e.children {
+                let Some(ce) = self.entries.get(&c) else {
+                    continue;
+                };
+                let q = f64::from(q) / f64::from(ONE);
+                if decide(q, ce.best == Some(id)) == Decision::False
+                    || seen.contains(&c)
+                    || seen.len() >= 4 * MAX_MESSAGES
+                {
+                    continue;
+                }
+                seen.push(c);
+                newest = newest.max(ce.m.event_ns);
+                stack.push(c);
+            }
+        }
+        newest
+    }
+
     /// The instances from `root`: (messages with parent positions, probability).
     fn enumerate(&self, root: u64) -> Vec<Hypothesis> {
         struct Partial {
@@ -779,14 +812,7 @@ impl Paths {
             let Some(root_ns) = self.entries.get(&root).map(|e| e.m.event_ns) else {
                 continue;
             };
-            let instances = self.enumerate(root);
-            let newest = instances
-                .iter()
-                .flat_map(|(msgs, _)| msgs.iter())
-                .filter_map(|(id, _)| self.entries.get(id).map(|e| e.m.event_ns))
-                .max()
-                .unwrap_or(root_ns);
-            let settled = newest.saturating_add(self.settle());
+            let settled = self.newest_reachable(root).saturating_add(self.settle());
             // Judged at `ready`, not at the frontier: every message before `ready` is in and
             // none after it (see the operator's loop), so the outcome does not depend on how
             // the frontier moved.
@@ -799,6 +825,7 @@ impl Paths {
                 continue;
             }
             self.pending_roots.remove(&(root_ns, root));
+            let instances = self.enumerate(root);
             let mut hop_cache = FastMap::default();
             for (msgs, p) in instances {
                 if let Some(b) = self.build(&msgs, p, &mut hop_cache) {

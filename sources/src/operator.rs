@@ -59,7 +59,7 @@ impl Default for SourceConfig {
             tick_ns: 1_000_000,
             batch: 1024,
             budget: 8192,
-            max_ahead_ns: 10_000_000_000,
+            max_ahead_ns: 30_000_000_000,
         }
     }
 }
