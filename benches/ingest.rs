@@ -19,7 +19,7 @@ mod harness;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use harness::{measure, measure_child, warm, which};
+use harness::{flag, list_flag, measure, measure_child, warm, which};
 
 /// Captures: preset, extra generator options, packets per message (measured; used to size
 /// the generation, the real count is read back).
@@ -34,26 +34,8 @@ fn main() {
         measure_child(&args[2..]);
         return;
     }
-    let mut sizes: Vec<u64> = vec![1_000_000, 3_000_000, 10_000_000];
-    let mut runs = 3;
-    let mut i = 1;
-    while i < args.len() {
-        match args[i].as_str() {
-            "--packets" => {
-                sizes = args[i + 1]
-                    .split(',')
-                    .map(|s| s.parse().expect("--packets N[,N...]"))
-                    .collect();
-                i += 1;
-            }
-            "--runs" => {
-                runs = args[i + 1].parse().expect("--runs N");
-                i += 1;
-            }
-            _ => {}
-        }
-        i += 1;
-    }
+    let sizes = list_flag(&args, "--packets").unwrap_or(vec![1_000_000, 3_000_000, 10_000_000]);
+    let runs: usize = flag(&args, "--runs").unwrap_or(3);
     let causeway = PathBuf::from(env!("CARGO_BIN_EXE_causeway"));
     let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-data");
     std::fs::create_dir_all(&data).unwrap();

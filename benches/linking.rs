@@ -22,7 +22,7 @@ mod harness;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use harness::{measure, measure_child, warm};
+use harness::{flag, list_flag, measure, measure_child, warm};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -30,31 +30,9 @@ fn main() {
         measure_child(&args[2..]);
         return;
     }
-    let mut sizes: Vec<u64> = vec![470_000, 4_700_000];
-    let mut runs = 3;
-    let mut workers = 2;
-    let mut i = 1;
-    while i < args.len() {
-        match args[i].as_str() {
-            "--messages" => {
-                sizes = args[i + 1]
-                    .split(',')
-                    .map(|s| s.parse().expect("--messages N[,N...]"))
-                    .collect();
-                i += 1;
-            }
-            "--runs" => {
-                runs = args[i + 1].parse().expect("--runs N");
-                i += 1;
-            }
-            "--workers" => {
-                workers = args[i + 1].parse().expect("--workers N");
-                i += 1;
-            }
-            _ => {}
-        }
-        i += 1;
-    }
+    let sizes = list_flag(&args, "--messages").unwrap_or(vec![470_000, 4_700_000]);
+    let runs: usize = flag(&args, "--runs").unwrap_or(3);
+    let workers: usize = flag(&args, "--workers").unwrap_or(2);
     let causeway = PathBuf::from(env!("CARGO_BIN_EXE_causeway"));
     let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-data");
     std::fs::create_dir_all(&data).unwrap();

@@ -38,7 +38,7 @@ use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use harness::{measure, measure_child, warm};
+use harness::{flag, measure, measure_child, warm};
 use serde_json::Value;
 
 struct Scenario {
@@ -54,25 +54,10 @@ fn main() {
         measure_child(&args[2..]);
         return;
     }
-    let mut messages: u64 = 20_000;
-    let mut scale: u64 = 10;
-    let mut runs = 3;
-    let mut workers = 2;
-    let mut i = 1;
-    while i < args.len() {
-        let next = || args[i + 1].parse::<u64>().expect("a number");
-        match args[i].as_str() {
-            "--messages" => messages = next(),
-            "--scale" => scale = next(),
-            "--runs" => runs = next() as usize,
-            "--workers" => workers = next(),
-            _ => {
-                i += 1;
-                continue;
-            }
-        }
-        i += 2;
-    }
+    let messages: u64 = flag(&args, "--messages").unwrap_or(20_000);
+    let scale: u64 = flag(&args, "--scale").unwrap_or(10);
+    let runs: usize = flag(&args, "--runs").unwrap_or(3);
+    let workers: u64 = flag(&args, "--workers").unwrap_or(2);
     let causeway = PathBuf::from(env!("CARGO_BIN_EXE_causeway"));
     let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-data");
     std::fs::create_dir_all(&data).unwrap();

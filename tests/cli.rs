@@ -210,13 +210,7 @@ fn workers_and_processes_give_the_same_answers() {
             "2s",
         ],
     );
-    let mut inputs: Vec<String> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "pcap"))
-        .map(|p| p.display().to_string())
-        .collect();
-    inputs.sort();
+    let inputs = pcaps_in(&dir);
     let run = |extra: &[&str]| {
         let mut args = vec![
             "analyze",

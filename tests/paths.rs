@@ -170,12 +170,7 @@ fn clock_offsets_and_nat_leave_the_patterns_unchanged() {
             "--names".into(),
             names.to_str().unwrap().into(),
         ];
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let p = entry.unwrap().path();
-            if p.extension().is_some_and(|e| e == "pcap") {
-                args.push(p.to_str().unwrap().into());
-            }
-        }
+        args.extend(pcaps_in(dir));
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         causeway_jsonl(&args)
     };
@@ -300,13 +295,7 @@ fn patterns_do_not_depend_on_workers_or_timing() {
             "2s",
         ],
     );
-    let mut inputs: Vec<String> = std::fs::read_dir(&pcaps)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "pcap"))
-        .map(|p| p.display().to_string())
-        .collect();
-    inputs.sort();
+    let inputs = pcaps_in(&pcaps);
     let names = pcaps.join("names.txt").display().to_string();
     let run = |workers: &str| {
         let mut args = vec![

@@ -67,3 +67,28 @@ pub fn which(tool: &str) -> Option<PathBuf> {
             .find(|f| f.is_file())
         })
 }
+
+/// The value after `--name` on the command line, parsed; `None` when absent.
+pub fn flag<T: std::str::FromStr>(args: &[String], name: &str) -> Option<T> {
+    let i = args.iter().position(|a| a == name)?;
+    let value = args
+        .get(i + 1)
+        .unwrap_or_else(|| panic!("{name} needs a value"));
+    Some(
+        value
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}: cannot parse {value:?}")),
+    )
+}
+
+/// The comma-separated numbers after `--name`; `None` when absent.
+pub fn list_flag(args: &[String], name: &str) -> Option<Vec<u64>> {
+    flag::<String>(args, name).map(|v| {
+        v.split(',')
+            .map(|s| {
+                s.parse()
+                    .unwrap_or_else(|_| panic!("{name} N[,N...]: cannot parse {s:?}"))
+            })
+            .collect()
+    })
+}

@@ -773,16 +773,7 @@ impl<'scope> Clock<'scope> for Stream<'scope, Time, Vec<DelayBounds>> {
                         .session(&caps_now[1])
                         .give_iterator(estimates.into_iter());
                 }
-                match now {
-                    Some(t) => {
-                        for c in caps_now.iter_mut() {
-                            if t > *c.time() {
-                                c.downgrade(&t);
-                            }
-                        }
-                    }
-                    None => caps = None,
-                }
+                crate::follow_frontier(&mut caps, now);
             }
         });
         (reports, estimates.broadcast())

@@ -25,6 +25,26 @@
 /// come from our own hashes and parsed records, and the std's SipHash cost a tenth of a run.
 pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::FixedState>;
 
+/// Moves an operator's output capabilities up to its input frontier `now`, or drops them
+/// once the input has ended (`now` is `None`): for operators that hold one capability per
+/// output and nothing back.
+pub(crate) fn follow_frontier(
+    caps: &mut Option<Vec<timely::dataflow::operators::Capability<causeway_sources::Time>>>,
+    now: Option<causeway_sources::Time>,
+) {
+    match (now, caps.as_mut()) {
+        (Some(t), Some(held)) => {
+            for c in held.iter_mut() {
+                if t > *c.time() {
+                    c.downgrade(&t);
+                }
+            }
+        }
+        (Some(_), None) => {}
+        (None, _) => *caps = None,
+    }
+}
+
 pub mod clock;
 pub mod conn;
 pub mod dist;

@@ -411,3 +411,15 @@ pub fn generate(dir: &std::path::Path, args: &[&str]) -> String {
     );
     String::from_utf8(out.stderr).unwrap()
 }
+
+/// The pcap files in `dir` (as the generator writes one per sniffer), sorted, as arguments.
+pub fn pcaps_in(dir: &Path) -> Vec<String> {
+    let mut inputs: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "pcap"))
+        .map(|p| p.display().to_string())
+        .collect();
+    inputs.sort();
+    inputs
+}

@@ -542,16 +542,7 @@ impl<'scope> ReconcileCalls<'scope> for Stream<'scope, Time, Vec<SocketCall>> {
                         }),
                     );
                 }
-                match now {
-                    Some(t) => {
-                        for c in caps_now.iter_mut() {
-                            if t > *c.time() {
-                                c.downgrade(&t);
-                            }
-                        }
-                    }
-                    None => caps = None,
-                }
+                crate::follow_frontier(&mut caps, now);
             }
         });
         CallMessages {

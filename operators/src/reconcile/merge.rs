@@ -395,16 +395,7 @@ impl<'scope> Reconcile<'scope> for Stream<'scope, Time, Vec<Sighting>> {
                             .map(|(origin, stats)| SourceEvent::Stats { origin, stats }),
                     );
                 }
-                match now {
-                    Some(t) => {
-                        for c in caps_now.iter_mut() {
-                            if t > *c.time() {
-                                c.downgrade(&t);
-                            }
-                        }
-                    }
-                    None => caps = None,
-                }
+                crate::follow_frontier(&mut caps, now);
             }
         });
         Reconciled {
