@@ -221,6 +221,7 @@ pub fn run(
                 packets,
                 rows,
                 calls,
+                tcp: _tcp,
                 events,
             } = read_inputs(
                 scope,

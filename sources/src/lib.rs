@@ -25,6 +25,7 @@ pub mod pcap;
 pub mod reader;
 pub mod socketlog;
 pub mod stats;
+pub mod tcpstats;
 pub mod trace;
 
 use serde::{Deserialize, Serialize};

@@ -35,6 +35,13 @@ impl Endpoint {
     }
 }
 
+impl Default for Endpoint {
+    /// `0.0.0.0:0`.
+    fn default() -> Self {
+        Endpoint::new(std::net::Ipv4Addr::UNSPECIFIED, 0)
+    }
+}
+
 impl fmt::Display for Endpoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.ip {
@@ -365,12 +372,14 @@ pub struct Batch {
     pub rows: Vec<TraceRow>,
     /// Socket calls.
     pub calls: Vec<SocketCall>,
+    /// TCP statistics samples.
+    pub tcp: Vec<crate::tcpstats::TcpSample>,
 }
 
 impl Batch {
     /// Number of observations.
     pub fn len(&self) -> usize {
-        self.packets.len() + self.rows.len() + self.calls.len()
+        self.packets.len() + self.rows.len() + self.calls.len() + self.tcp.len()
     }
 
     /// Whether it holds nothing.
@@ -383,6 +392,7 @@ impl Batch {
         self.packets.clear();
         self.rows.clear();
         self.calls.clear();
+        self.tcp.clear();
     }
 
     /// Event time of the `i`-th observation of the (single) kind it holds.
@@ -390,7 +400,11 @@ impl Batch {
         match (self.packets.get(i), self.rows.get(i)) {
             (Some(p), _) => Some(p.ts_ns),
             (None, Some(r)) => Some(r.ts_ns()),
-            (None, None) => self.calls.get(i).map(|c| c.ts_ns),
+            (None, None) => self
+                .calls
+                .get(i)
+                .map(|c| c.ts_ns)
+                .or_else(|| self.tcp.get(i).map(|t| t.ts_ns)),
         }
     }
 }

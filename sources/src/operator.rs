@@ -33,6 +33,7 @@ use crate::observation::{Batch, Nanos, Packet, SocketCall, TraceRow};
 use crate::origin::Alignment;
 use crate::reader::ObservationReader;
 use crate::stats::SourceStats;
+use crate::tcpstats::TcpSample;
 use crate::{SourceEvent, Time};
 
 /// How the source operator paces itself.
@@ -72,6 +73,8 @@ pub struct SourceStreams<'scope> {
     pub rows: Stream<'scope, Time, Vec<TraceRow>>,
     /// Socket calls from socket-call logs.
     pub calls: Stream<'scope, Time, Vec<SocketCall>>,
+    /// TCP statistics samples (`ss` logs, the live poller).
+    pub tcp: Stream<'scope, Time, Vec<TcpSample>>,
     /// Count deltas and warnings.
     pub events: Stream<'scope, Time, Vec<SourceEvent>>,
 }
@@ -142,9 +145,11 @@ trait Emit {
     fn packet(&mut self, p: Packet);
     fn row(&mut self, r: TraceRow);
     fn call(&mut self, c: SocketCall);
+    fn sample(&mut self, t: TcpSample);
     fn packets(&mut self, batch: &mut Vec<Packet>);
     fn rows(&mut self, batch: &mut Vec<TraceRow>);
     fn calls(&mut self, batch: &mut Vec<SocketCall>);
+    fn samples(&mut self, batch: &mut Vec<TcpSample>);
 }
 
 /// Merges readers by timestamp and keeps the watermark.
@@ -214,6 +219,7 @@ impl Merger {
                     .map(|p| p.ts_ns)
                     .chain(batch.rows.iter().map(TraceRow::ts_ns))
                     .chain(batch.calls.iter().map(|c| c.ts_ns))
+                    .chain(batch.tcp.iter().map(|t| t.ts_ns))
                 {
                     note_sent(newest, late, ts.saturating_add_signed(-*offset), lateness);
                 }
@@ -227,6 +233,9 @@ impl Merger {
                 }
                 if !b.calls.is_empty() {
                     out.calls(&mut b.calls);
+                }
+                if !b.tcp.is_empty() {
+                    out.samples(&mut b.tcp);
                 }
                 b.clear();
             } else {
@@ -249,6 +258,10 @@ impl Merger {
                         let c = std::mem::take(c);
                         lane.sent(c.ts_ns.saturating_add_signed(-lane.offset), lateness);
                         out.call(c);
+                    } else if let Some(t) = lane.batch.tcp.get_mut(pos) {
+                        let t = std::mem::take(t);
+                        lane.sent(t.ts_ns.saturating_add_signed(-lane.offset), lateness);
+                        out.sample(t);
                     }
                 }
                 sent += take;
@@ -299,10 +312,12 @@ pub fn read_inputs<'scope>(
     let (packets_out, packets) = builder.new_output::<Vec<Packet>>();
     let (rows_out, rows) = builder.new_output::<Vec<TraceRow>>();
     let (calls_out, calls) = builder.new_output::<Vec<SocketCall>>();
+    let (tcp_out, tcp) = builder.new_output::<Vec<TcpSample>>();
     let (events_out, events) = builder.new_output::<Vec<SourceEvent>>();
     let mut packets_out = OutputBuilder::from(packets_out);
     let mut rows_out = OutputBuilder::from(rows_out);
     let mut calls_out = OutputBuilder::from(calls_out);
+    let mut tcp_out = OutputBuilder::from(tcp_out);
     let mut events_out = OutputBuilder::from(events_out);
     let lanes = readers
         .into_iter()
@@ -324,11 +339,12 @@ pub fn read_inputs<'scope>(
 
     builder.build(move |mut capabilities| {
         let event_cap = capabilities.pop();
+        let tcp_cap = capabilities.pop();
         let call_cap = capabilities.pop();
         let row_cap = capabilities.pop();
         let packet_cap = capabilities.pop();
-        let mut caps = match (packet_cap, row_cap, call_cap, event_cap) {
-            (Some(p), Some(r), Some(c), Some(e)) => Some([p, r, c, e]),
+        let mut caps = match (packet_cap, row_cap, call_cap, tcp_cap, event_cap) {
+            (Some(p), Some(r), Some(c), Some(t), Some(e)) => Some([p, r, c, t, e]),
             _ => None,
         };
         move |_frontiers| {
@@ -354,10 +370,12 @@ pub fn read_inputs<'scope>(
                 let mut packets = packets_out.activate();
                 let mut rows = rows_out.activate();
                 let mut calls = calls_out.activate();
+                let mut tcp = tcp_out.activate();
                 let mut sessions = Sessions {
                     packets: packets.session(&caps_now[0]),
                     rows: rows.session(&caps_now[1]),
                     calls: calls.session(&caps_now[2]),
+                    tcp: tcp.session(&caps_now[3]),
                 };
                 merger.emit(&mut sessions);
             }
@@ -366,7 +384,7 @@ pub fn read_inputs<'scope>(
             if !batch.is_empty() {
                 let mut handle = events_out.activate();
                 handle
-                    .session(&caps_now[3])
+                    .session(&caps_now[4])
                     .give_iterator(batch.into_iter());
             }
             if finished {
@@ -380,6 +398,7 @@ pub fn read_inputs<'scope>(
         packets,
         rows,
         calls,
+        tcp,
         events,
     }
 }
@@ -392,23 +411,26 @@ type Session<'a, 'b, T, D, C> = timely::dataflow::operators::generic::Session<
     C,
 >;
 
-struct Sessions<P, R, S> {
+struct Sessions<P, R, S, U> {
     packets: P,
     rows: R,
     calls: S,
+    tcp: U,
 }
 
-impl<'a, 'b, T, CP, CR, CS> Emit
+impl<'a, 'b, T, CP, CR, CS, CU> Emit
     for Sessions<
         Session<'a, 'b, T, Packet, CP>,
         Session<'a, 'b, T, TraceRow, CR>,
         Session<'a, 'b, T, SocketCall, CS>,
+        Session<'a, 'b, T, TcpSample, CU>,
     >
 where
     T: timely::progress::Timestamp,
     CP: timely::dataflow::operators::CapabilityTrait<T>,
     CR: timely::dataflow::operators::CapabilityTrait<T>,
     CS: timely::dataflow::operators::CapabilityTrait<T>,
+    CU: timely::dataflow::operators::CapabilityTrait<T>,
 {
     fn packet(&mut self, p: Packet) {
         self.packets.give(p);
@@ -427,5 +449,11 @@ where
     }
     fn calls(&mut self, batch: &mut Vec<SocketCall>) {
         self.calls.give_container(batch);
+    }
+    fn sample(&mut self, t: TcpSample) {
+        self.tcp.give(t);
+    }
+    fn samples(&mut self, batch: &mut Vec<TcpSample>) {
+        self.tcp.give_container(batch);
     }
 }

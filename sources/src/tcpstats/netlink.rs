@@ -1,0 +1,1 @@
+//! Live TCP statistics through NETLINK_SOCK_DIAG (to be written).

@@ -1,0 +1,1 @@
+//! `ss -tin` output captured repeatedly (to be written).
