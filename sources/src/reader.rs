@@ -29,20 +29,20 @@ pub trait ObservationReader: Send {
     fn take_warnings(&mut self) -> Vec<Warning>;
 }
 
-/// Shared bookkeeping of the two readers: counts, warnings with a cap on how many are spelled
+/// Shared bookkeeping of the readers: counts, warnings with a cap on how many are spelled
 /// out, and the input's name for messages.
-struct Ledger {
-    origin: OriginId,
-    path: String,
-    stats: SourceStats,
-    warnings: Vec<Warning>,
-    damage: Vec<Damage>,
+pub(crate) struct Ledger {
+    pub(crate) origin: OriginId,
+    pub(crate) path: String,
+    pub(crate) stats: SourceStats,
+    pub(crate) warnings: Vec<Warning>,
+    pub(crate) damage: Vec<Damage>,
     shown: usize,
     suppressed: u64,
 }
 
 impl Ledger {
-    fn new(origin: OriginId, path: &str, format: &str) -> Self {
+    pub(crate) fn new(origin: OriginId, path: &str, format: &str) -> Self {
         let mut stats = SourceStats::default();
         stats.formats.insert(format.to_owned(), 1);
         Ledger {
@@ -57,7 +57,7 @@ impl Ledger {
     }
 
     /// Turns damage reports into warnings, spelling out the first [`warning_limit`] only.
-    fn drain_damage(&mut self) {
+    pub(crate) fn drain_damage(&mut self) {
         for d in self.damage.drain(..) {
             if self.shown < warning_limit() {
                 self.shown += 1;
@@ -73,7 +73,7 @@ impl Ledger {
         }
     }
 
-    fn io_error(&mut self, offset: u64, e: std::io::Error) {
+    pub(crate) fn io_error(&mut self, offset: u64, e: std::io::Error) {
         self.warnings.push(Warning {
             origin: self.origin,
             path: self.path.clone(),
@@ -82,7 +82,7 @@ impl Ledger {
         });
     }
 
-    fn finish(&mut self) {
+    pub(crate) fn finish(&mut self) {
         self.drain_damage();
         if self.suppressed > 0 {
             self.warnings.push(Warning {

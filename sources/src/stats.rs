@@ -32,18 +32,22 @@ pub enum SkipReason {
     OtherProtocol,
     /// Headers cut short by the snap length, or malformed.
     MalformedHeader,
-    /// A message-trace row that could not be parsed.
+    /// A message-trace row (or a line of `ss` output) that could not be parsed.
     BadRow,
-    /// A message-trace row with neither a send nor a receive timestamp.
+    /// A message-trace row with neither a send nor a receive timestamp (or `ss` output before
+    /// any `### <unix time>` line).
     NoTimestamp,
     /// A send or receive on a socket whose two ends the socket-call log does not name (a
     /// socket inherited from before the capture, a socket pair, a UNIX datagram socket).
     UnnamedSocket,
+    /// An `ss` record whose addresses are names, not numbers (`ss` run without `-n`, or with
+    /// `-r`): it cannot be matched to packets.
+    ResolvedName,
 }
 
 impl SkipReason {
     /// Every reason, in a fixed order.
-    pub const ALL: [SkipReason; 12] = [
+    pub const ALL: [SkipReason; 13] = [
         SkipReason::CorruptRecord,
         SkipReason::TruncatedRecord,
         SkipReason::UnknownBlock,
@@ -56,6 +60,7 @@ impl SkipReason {
         SkipReason::BadRow,
         SkipReason::NoTimestamp,
         SkipReason::UnnamedSocket,
+        SkipReason::ResolvedName,
     ];
 
     /// The snake_case name used in output.
@@ -73,6 +78,7 @@ impl SkipReason {
             SkipReason::BadRow => "bad_row",
             SkipReason::NoTimestamp => "no_timestamp",
             SkipReason::UnnamedSocket => "unnamed_socket",
+            SkipReason::ResolvedName => "resolved_name",
         }
     }
 
