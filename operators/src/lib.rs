@@ -13,7 +13,11 @@
 //! - [`nat`]: address translations learned, one-sided messages canonicalised (`nat`,
 //!   `nat.mappings`);
 //! - [`rows`]: message-trace rows to [`Message`]s;
-//! - [`stats`]: per-origin totals of the sources' counts.
+//! - [`stats`]: per-origin totals of the sources' counts;
+//! - [`snap`]: TCP statistics to per-interval evidence (`snap.deltas`) and SNAP's
+//!   per-connection classification (`snap`); [`tcp_packets`]: the same evidence from
+//!   packets (`tcp.packets`); [`correlate`]: problems shared by the connections of a host,
+//!   link or application (SNAP §2.3).
 //!
 //! Shared types: [`Message`], [`Domain`] (clock domains), [`Names`] (address to node name),
 //! [`Homes`] (which sniffer is nearest each host), [`PatternNode`] (path pattern shapes and
@@ -45,8 +49,26 @@ pub(crate) fn follow_frontier(
     }
 }
 
+/// Moves one held capability up to the input frontier `now`, or drops it once the input has
+/// ended.
+pub(crate) fn follow_frontier_one(
+    held: &mut Option<timely::dataflow::operators::Capability<causeway_sources::Time>>,
+    now: Option<causeway_sources::Time>,
+) {
+    match (now, held.as_mut()) {
+        (Some(t), Some(c)) => {
+            if t > *c.time() {
+                c.downgrade(&t);
+            }
+        }
+        (Some(_), None) => {}
+        (None, _) => *held = None,
+    }
+}
+
 pub mod clock;
 pub mod conn;
+pub mod correlate;
 pub mod dist;
 pub mod domain;
 pub mod flows;
@@ -57,9 +79,12 @@ pub mod nat;
 pub mod paths;
 pub mod pattern;
 pub mod ports;
+pub mod problem;
 pub mod reconcile;
 pub mod reorder;
+pub mod resources;
 pub mod rows;
+pub mod snap;
 pub mod stats;
 pub mod topology;
 

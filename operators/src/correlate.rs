@@ -1,0 +1,539 @@
+//! The `correlate` operator (SNAP §2.3): which host, link or application many connections'
+//! problems have in common, at the same time.
+//!
+//! For each connection, a performance vector per problem: the time it spent in the problem in
+//! each aggregation interval `t` of the correlation interval `T` (the last `T / t` buckets).
+//! For each set `S` of connections that share a resource ([`Resources`]), the average
+//! correlation coefficient (ACC) is the mean Pearson correlation over pairs of its active
+//! connections, per problem; a set whose ACC exceeds `alpha` (SNAP: 0.4) is reported with the
+//! problem, the connections having it and the supporting time series (the set's total time in
+//! the problem per bucket).
+//!
+//! Per problem rather than SNAP's one vector of all five: a lossy link gives its bulk flows
+//! fast retransmissions and its sparse flows timeouts at the same moments, and the five-problem
+//! vectors of the two kinds are uncorrelated although the link is the common cause. Losses
+//! (fast retransmissions and timeouts) are therefore one problem here, named after the more
+//! frequent of the two; `acc_all` gives SNAP's five-problem ACC alongside.
+//!
+//! Pairs: of two connections without the problem, the pair says nothing and is left out; a
+//! connection without the problem paired with one that has it counts as 0; a vector that does
+//! not vary (the problem all the time) correlates 1 with another that does not vary and 0
+//! with anything else. Sets with fewer than `min_connections` connections having the problem
+//! are not judged. At most `max_members` connections with the most problem time take part in
+//! the pairwise step (those without the problem are counted, not paired).
+//!
+//! - **Input**: [`Evidence`] (kernel or packets), classified here with [`classify`].
+//! - **Output**: [`Correlation`] records for the top `top` sets above `alpha`, when a set
+//!   first qualifies and then every `report_every_ns` while it does, and at the end of the
+//!   input; an [`Alert`] when a set first qualifies.
+//! - **Exchange**: everything to worker 0 (one record per connection per interval).
+//! - **State**: per connection, its buckets of the last `T`; a connection is freed when all
+//!   its buckets are older than `T` before the frontier. Buckets are judged `t` after they
+//!   end (intervals that straddle a bucket boundary arrive at their end).
+//! - **Cost**: per bucket, O(m² T/t) per set of m connections having a problem (m ≤
+//!   `max_members`).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use causeway_sources::Time;
+use serde::{Deserialize, Serialize};
+use timely::dataflow::Stream;
+use timely::dataflow::channels::pact::Exchange;
+use timely::dataflow::operators::generic::Operator;
+
+use crate::FastMap;
+use crate::problem::{ConnId, Evidence, Problem, SnapConfig, classify};
+use crate::resources::{Resources, Scope};
+
+/// Parameters of the correlation.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CorrelateConfig {
+    /// Aggregation interval `t`, ns.
+    pub aggregation_ns: Time,
+    /// Correlation interval `T`, ns (a multiple of `t`).
+    pub correlation_ns: Time,
+    /// ACC threshold `alpha`.
+    pub alpha: f64,
+    /// How many sets to report per bucket.
+    pub top: usize,
+    /// Fewest connections having the problem for a set to be judged.
+    pub min_connections: usize,
+    /// Most connections paired per set.
+    pub max_members: usize,
+    /// A qualifying set is reported again after this long.
+    pub report_every_ns: Time,
+    /// Classification thresholds.
+    pub snap: SnapConfig,
+}
+
+impl Default for CorrelateConfig {
+    fn default() -> Self {
+        CorrelateConfig {
+            aggregation_ns: 1_000_000_000,
+            correlation_ns: 60_000_000_000,
+            alpha: 0.4,
+            top: 10,
+            min_connections: 2,
+            max_members: 64,
+            report_every_ns: 10_000_000_000,
+            snap: SnapConfig::default(),
+        }
+    }
+}
+
+/// A set of connections with a common problem: the `correlation` record.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Correlation {
+    /// What they share.
+    pub scope: Scope,
+    /// Its name: a host's name or IP, a link or application name.
+    pub name: String,
+    /// The problem they have in common.
+    pub problem: Problem,
+    /// Connections having it in the window.
+    pub connections: u64,
+    /// Active connections of the set in the window.
+    pub members: u64,
+    /// Average correlation coefficient for the problem.
+    pub acc: f64,
+    /// SNAP's ACC over the five-problem vectors, when it could be computed.
+    pub acc_all: Option<f64>,
+    /// Start of the correlation window (event time, ns).
+    pub start_ns: Time,
+    /// End of the window.
+    pub end_ns: Time,
+    /// The aggregation interval, ns.
+    pub bucket_ns: Time,
+    /// Supporting time series: the set's total time in the problem per bucket, ms.
+    pub series_ms: Vec<f64>,
+    /// The flows with the most time in the problem (up to 10).
+    pub flows: Vec<String>,
+}
+
+/// An alert: something a user should look at now.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Alert {
+    /// What raised it (`correlate`).
+    pub source: String,
+    /// `warning` or `critical`.
+    pub severity: String,
+    /// One line for people.
+    pub message: String,
+    /// Event time it refers to, ns.
+    pub time_ns: Time,
+    /// The correlation behind it.
+    pub correlation: Option<Correlation>,
+}
+
+/// What `correlate` emits.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Correlated {
+    /// A set with a common problem.
+    Correlation(Correlation),
+    /// A set newly found.
+    Alert(Alert),
+}
+
+/// The problems correlated: send buffer, losses, delayed ACK, receiver window. Indices into
+/// [`Problem::CORRELATED`].
+const GROUPS: [&[usize]; 4] = [&[0], &[1, 2], &[3], &[4]];
+
+struct ConnState {
+    resources: Vec<(Scope, String)>,
+    /// Buckets: index -> (time per problem, active).
+    buckets: BTreeMap<u64, [u64; 5]>,
+}
+
+fn pearson(x: &[f64], y: &[f64]) -> f64 {
+    let n = x.len() as f64;
+    let (mx, my) = (x.iter().sum::<f64>() / n, y.iter().sum::<f64>() / n);
+    let (mut sxy, mut sxx, mut syy) = (0.0, 0.0, 0.0);
+    for (a, b) in x.iter().zip(y) {
+        sxy += (a - mx) * (b - my);
+        sxx += (a - mx) * (a - mx);
+        syy += (b - my) * (b - my);
+    }
+    let tiny = 1e-12;
+    match (sxx > tiny, syy > tiny) {
+        (true, true) => sxy / (sxx * syy).sqrt(),
+        (false, false) => f64::from(mx > 0.0 && my > 0.0),
+        _ => 0.0,
+    }
+}
+
+/// ACC of `vectors` (those having the problem) with `healthy` more members without it.
+fn acc(vectors: &[Vec<f64>], healthy: usize) -> f64 {
+    let n = vectors.len();
+    let pairs = n * (n - 1) / 2 + n * healthy;
+    if pairs == 0 {
+        return 0.0;
+    }
+    let mut sum = 0.0;
+    for i in 0..n {
+        for j in i + 1..n {
+            sum += pearson(&vectors[i], &vectors[j]);
+        }
+    }
+    sum / pairs as f64
+}
+
+struct Correlator {
+    config: CorrelateConfig,
+    resources: Arc<Resources>,
+    conns: FastMap<ConnId, ConnState>,
+    /// Next bucket to judge.
+    next: Option<u64>,
+    /// Sets qualifying at the last judgement, with when they were last reported.
+    reported: HashMap<(Scope, String, Problem), Time>,
+    last: Vec<Correlation>,
+}
+
+impl Correlator {
+    fn k(&self) -> u64 {
+        (self.config.correlation_ns / self.config.aggregation_ns.max(1)).max(1)
+    }
+
+    fn add(&mut self, e: &Evidence) {
+        let t = self.config.aggregation_ns.max(1);
+        let times = classify(e, &self.config.snap);
+        let resources = &self.resources;
+        let state = self.conns.entry(e.conn).or_insert_with(|| ConnState {
+            resources: resources.of(&e.conn),
+            buckets: BTreeMap::new(),
+        });
+        let (start, end) = (e.start_ns, e.end_ns.max(e.start_ns + 1));
+        let span = (end - start) as f64;
+        let mut b = start / t;
+        while b * t < end {
+            let (lo, hi) = ((b * t).max(start), ((b + 1) * t).min(end));
+            let share = (hi - lo) as f64 / span;
+            let slot = state.buckets.entry(b).or_insert([0; 5]);
+            for (s, ns) in slot.iter_mut().zip(times.ns) {
+                *s += (ns as f64 * share) as u64;
+            }
+            b += 1;
+        }
+        if self.next.is_none() {
+            self.next = Some(start / t);
+        }
+    }
+
+    /// Judges every bucket that ended at least `t` before `now` (all of them when `now` is
+    /// `None`, the end of the input).
+    fn advance(&mut self, now: Option<Time>, out: &mut Vec<Correlated>) {
+        let t = self.config.aggregation_ns.max(1);
+        let Some(mut next) = self.next else { return };
+        loop {
+            let due = match now {
+                Some(now) => (next + 2) * t <= now,
+                None => self
+                    .conns
+                    .values()
+                    .any(|c| c.buckets.keys().any(|&b| b >= next)),
+            };
+            if !due {
+                break;
+            }
+            self.judge(next + 1, now.is_none(), out);
+            next += 1;
+        }
+        self.next = Some(next);
+        if now.is_none() {
+            // The end of the input: report what qualifies at the end once more.
+            for c in self.last.drain(..) {
+                out.push(Correlated::Correlation(c));
+            }
+        }
+    }
+
+    /// Judges the window of `k` buckets ending before bucket `end`.
+    fn judge(&mut self, end: u64, at_end: bool, out: &mut Vec<Correlated>) {
+        let (t, k) = (self.config.aggregation_ns.max(1), self.k());
+        let first = end.saturating_sub(k);
+        self.conns.retain(|_, c| {
+            c.buckets.retain(|&b, _| b >= first);
+            !c.buckets.is_empty()
+        });
+        let mut sets: BTreeMap<(Scope, String), Vec<ConnId>> = BTreeMap::new();
+        for (id, c) in &self.conns {
+            if c.buckets.range(first..end).next().is_none() {
+                continue;
+            }
+            for r in &c.resources {
+                sets.entry(r.clone()).or_default().push(*id);
+            }
+        }
+        let len = (end - first) as usize;
+        let mut found = Vec::new();
+        for ((scope, name), mut ids) in sets {
+            ids.sort();
+            let vector = |id: &ConnId, problems: &[usize]| -> Vec<f64> {
+                let mut v = vec![0.0; len * problems.len()];
+                if let Some(c) = self.conns.get(id) {
+                    for (&b, times) in c.buckets.range(first..end) {
+                        for (j, &p) in problems.iter().enumerate() {
+                            v[j * len + (b - first) as usize] += times[p] as f64;
+                        }
+                    }
+                }
+                v
+            };
+            let mut best: Option<Correlation> = None;
+            for group in GROUPS {
+                let mut having: Vec<(f64, ConnId, Vec<f64>)> = ids
+                    .iter()
+                    .map(|id| {
+                        let v = vector(id, group);
+                        (v.iter().sum::<f64>(), *id, v)
+                    })
+                    .filter(|(total, _, _)| *total > 0.0)
+                    .collect();
+                if having.len() < self.config.min_connections.max(2) {
+                    continue;
+                }
+                let healthy = ids.len() - having.len();
+                having.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+                having.truncate(self.config.max_members);
+                // Per-bucket series (summed over the group's problems).
+                let series: Vec<f64> = (0..len)
+                    .map(|i| {
+                        having
+                            .iter()
+                            .map(|(_, _, v)| (0..group.len()).map(|j| v[j * len + i]).sum::<f64>())
+                            .sum::<f64>()
+                            / 1e6
+                    })
+                    .collect();
+                let merged: Vec<Vec<f64>> = having
+                    .iter()
+                    .map(|(_, _, v)| {
+                        (0..len)
+                            .map(|i| (0..group.len()).map(|j| v[j * len + i]).sum())
+                            .collect()
+                    })
+                    .collect();
+                let value = acc(&merged, healthy);
+                let problem = *group
+                    .iter()
+                    .max_by_key(|&&p| {
+                        having
+                            .iter()
+                            .map(|(_, _, v)| {
+                                let j = group.iter().position(|&q| q == p).unwrap_or(0);
+                                v[j * len..(j + 1) * len].iter().sum::<f64>() as u64
+                            })
+                            .sum::<u64>()
+                    })
+                    .unwrap_or(&group[0]);
+                if best.as_ref().is_none_or(|b| value > b.acc) {
+                    let all: Vec<Vec<f64>> = having
+                        .iter()
+                        .map(|(_, id, _)| vector(id, &[0, 1, 2, 3, 4]))
+                        .collect();
+                    best = Some(Correlation {
+                        scope,
+                        name: name.clone(),
+                        problem: Problem::CORRELATED[problem],
+                        connections: having.len() as u64,
+                        members: ids.len() as u64,
+                        acc: value,
+                        acc_all: Some(acc(&all, healthy)),
+                        start_ns: first * t,
+                        end_ns: end * t,
+                        bucket_ns: t,
+                        series_ms: series,
+                        flows: having.iter().take(10).map(|(_, id, _)| id.flow()).collect(),
+                    });
+                }
+            }
+            if let Some(c) = best.filter(|c| c.acc > self.config.alpha) {
+                found.push(c);
+            }
+        }
+        found.sort_by(|a, b| b.acc.total_cmp(&a.acc).then(a.name.cmp(&b.name)));
+        found.truncate(self.config.top);
+        let now = end * t;
+        let mut reported = HashMap::new();
+        for c in &found {
+            let key = (c.scope, c.name.clone(), c.problem);
+            match self.reported.get(&key) {
+                None => {
+                    out.push(Correlated::Alert(Alert {
+                        source: "correlate".to_owned(),
+                        severity: "warning".to_owned(),
+                        message: format!(
+                            "{} on {} of {} connections of {} {} at once (ACC {:.2})",
+                            c.problem, c.connections, c.members, c.scope, c.name, c.acc
+                        ),
+                        time_ns: now,
+                        correlation: Some(c.clone()),
+                    }));
+                    out.push(Correlated::Correlation(c.clone()));
+                    reported.insert(key, now);
+                }
+                Some(&at) if now >= at + self.config.report_every_ns && !at_end => {
+                    out.push(Correlated::Correlation(c.clone()));
+                    reported.insert(key, now);
+                }
+                Some(&at) => {
+                    reported.insert(key, at);
+                }
+            }
+        }
+        self.reported = reported;
+        self.last = found;
+    }
+}
+
+/// Extension trait: SNAP's correlation across connections.
+pub trait Correlate<'scope> {
+    /// See the module documentation.
+    fn correlate(
+        self,
+        config: CorrelateConfig,
+        resources: Arc<Resources>,
+    ) -> Stream<'scope, Time, Vec<Correlated>>;
+}
+
+impl<'scope> Correlate<'scope> for Stream<'scope, Time, Vec<Evidence>> {
+    fn correlate(
+        self,
+        config: CorrelateConfig,
+        resources: Arc<Resources>,
+    ) -> Stream<'scope, Time, Vec<Correlated>> {
+        self.unary_frontier(
+            Exchange::new(|_: &Evidence| 0),
+            "correlate",
+            move |cap, _info| {
+                let mut held = Some(cap);
+                let mut state = Correlator {
+                    config,
+                    resources,
+                    conns: FastMap::default(),
+                    next: None,
+                    reported: HashMap::new(),
+                    last: Vec::new(),
+                };
+                let mut out = Vec::new();
+                move |(input, frontier), output| {
+                    input.for_each(|_cap, batch| {
+                        for e in batch.drain(..) {
+                            state.add(&e);
+                        }
+                    });
+                    let now = frontier.frontier().iter().next().copied();
+                    if held.is_some() {
+                        state.advance(now, &mut out);
+                    }
+                    if let Some(cap) = held.as_mut() {
+                        if !out.is_empty() {
+                            output.session(&*cap).give_iterator(out.drain(..));
+                        }
+                    }
+                    crate::follow_frontier_one(&mut held, now);
+                }
+            },
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::problem::EvidenceSource;
+    use timely::dataflow::operators::capture::Event;
+    use timely::dataflow::operators::{Capture, ToStream};
+
+    fn conn(local: &str, peer: &str) -> ConnId {
+        ConnId {
+            local: local.parse().unwrap(),
+            peer: peer.parse().unwrap(),
+            ..ConnId::default()
+        }
+    }
+
+    fn second(c: ConnId, s: u64, timeouts: u64) -> Evidence {
+        Evidence {
+            conn: c,
+            source: EvidenceSource::Kernel,
+            start_ns: s * 1_000_000_000,
+            end_ns: (s + 1) * 1_000_000_000,
+            bytes: 100,
+            timeouts: Some(timeouts),
+            ..Evidence::default()
+        }
+    }
+
+    #[test]
+    fn pearson_edges() {
+        assert!((pearson(&[1.0, 2.0, 3.0], &[2.0, 4.0, 6.0]) - 1.0).abs() < 1e-12);
+        assert!((pearson(&[1.0, 2.0, 3.0], &[3.0, 2.0, 1.0]) + 1.0).abs() < 1e-12);
+        assert_eq!(pearson(&[1.0, 1.0], &[2.0, 2.0]), 1.0);
+        assert_eq!(pearson(&[0.0, 0.0], &[2.0, 2.0]), 0.0);
+        assert_eq!(pearson(&[1.0, 0.0], &[2.0, 2.0]), 0.0);
+    }
+
+    #[test]
+    fn a_lossy_link_is_named_and_a_healthy_one_is_not() {
+        let topology = "link lossy 10.1.0.0/24 10.1.0.0/24\nlink clean 10.2.0.0/24 10.2.0.0/24\n";
+        let resources = Arc::new(Resources::parse(topology, "t").unwrap());
+        let lossy: Vec<_> = (0..4)
+            .map(|i| conn(&format!("10.1.0.1:{}", 40000 + i), "10.1.0.2:5001"))
+            .collect();
+        let clean = [
+            conn("10.2.0.1:40000", "10.2.0.2:5002"),
+            conn("10.2.0.1:40001", "10.2.0.2:5002"),
+        ];
+        let mut evidence = Vec::new();
+        for s in 0..20u64 {
+            let on = (s / 2) % 2 == 0;
+            for c in &lossy {
+                evidence.push(second(*c, s, u64::from(on)));
+            }
+            for c in &clean {
+                evidence.push(second(*c, s, 0));
+            }
+        }
+        let config = CorrelateConfig {
+            correlation_ns: 10_000_000_000,
+            ..CorrelateConfig::default()
+        };
+        let captured = timely::example(move |scope| {
+            evidence
+                .to_stream(scope)
+                .container::<Vec<_>>()
+                .correlate(config, resources)
+                .capture()
+        });
+        let out: Vec<Correlated> = captured
+            .try_iter()
+            .flat_map(|e| match e {
+                Event::Messages(_, r) => r,
+                Event::Progress(_) => Vec::new(),
+            })
+            .collect();
+        let names: std::collections::BTreeSet<_> = out
+            .iter()
+            .filter_map(|c| match c {
+                Correlated::Correlation(c) => Some((c.scope, c.name.clone(), c.problem)),
+                _ => None,
+            })
+            .collect();
+        assert!(
+            names.contains(&(Scope::Link, "lossy".to_owned(), Problem::Timeout)),
+            "{names:?}"
+        );
+        assert!(names.contains(&(Scope::Host, "10.1.0.2".to_owned(), Problem::Timeout)));
+        assert!(
+            !names
+                .iter()
+                .any(|(_, n, _)| n == "clean" || n == "10.2.0.2")
+        );
+        let alerts = out
+            .iter()
+            .filter(|c| matches!(c, Correlated::Alert(_)))
+            .count();
+        assert!(alerts >= 2);
+    }
+}
