@@ -21,10 +21,13 @@ use causeway_sources::{Alignment, InputSpec, OriginId, Origins, SourceConfig};
 use crate::bootstrap::{SampleSize, bootstrap};
 use crate::cli::{
     AggregateArg, AnalyzeArgs, DelayEstimateArg, EmitArg, EngineArgs, NodeGranularityArg,
-    OutputArgs, ProgressArg, StatsArgs,
+    OutputArgs, ProgressArg, SnapArgs, StatsArgs,
 };
-use crate::engine::{self, Emit, Job};
+use crate::engine::{self, Emit, Job, TcpJob};
 use crate::progress::Progress;
+use causeway_operators::correlate::CorrelateConfig;
+use causeway_operators::problem::SnapConfig;
+use causeway_operators::resources::Resources;
 
 /// Parses the inputs and names their origins.
 pub fn inputs(args: &[String]) -> (Vec<InputSpec>, Origins) {
@@ -160,6 +163,7 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
             nat: args.emit.contains(&EmitArg::Nat),
             patterns: args.emit.contains(&EmitArg::Patterns),
             instances: args.emit.contains(&EmitArg::Instances),
+            problems: args.emit.contains(&EmitArg::Problems),
         },
         stats_every: args.emit_every.map(|d| d.as_nanos() as u64),
         decode: DecodeOptions {
@@ -219,6 +223,8 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
             names: Arc::clone(&names),
             max_patterns: args.max_patterns,
         },
+        tcp: tcp_job(&args.snap)?,
+        live: None,
     };
     run_job(job, &args.output, &args.engine, args.top, args.rank.into())
 }
@@ -250,7 +256,45 @@ pub fn counting_job(inputs: Vec<InputSpec>, origins: Origins, lateness_ns: u64, 
         nat: NatConfig::default(),
         link: LinkConfig::default(),
         paths: PathsConfig::default(),
+        tcp: TcpJob::default(),
+        live: None,
     }
+}
+
+/// TCP diagnosis settings from the command line.
+pub fn tcp_job(args: &SnapArgs) -> Result<TcpJob> {
+    let resources = match &args.topology {
+        Some(path) => Resources::load(path)?,
+        None => Resources::default(),
+    };
+    if !(args.alpha > -1.0 && args.alpha < 1.0) {
+        bail!("--alpha {} is not between -1 and 1", args.alpha);
+    }
+    let aggregation_ns = (args.aggregation.as_nanos() as u64).max(1_000_000);
+    let correlation_ns = args.correlation_window.as_nanos() as u64;
+    if correlation_ns < 2 * aggregation_ns {
+        bail!("--correlation-window must be at least two --aggregation intervals");
+    }
+    let snap = SnapConfig {
+        max_queuing_delay_ns: args.max_queuing_delay.as_nanos() as u64,
+        delayed_ack_timeout_ns: args.delayed_ack_timeout.as_nanos() as u64 * 9 / 10,
+        min_rto_ns: args.min_rto.as_nanos() as u64,
+        report_app_limited: !args.no_app_limited,
+        ..SnapConfig::default()
+    };
+    Ok(TcpJob {
+        interval_ns: (args.interval.as_nanos() as u64).max(1_000_000),
+        snap,
+        correlate: CorrelateConfig {
+            aggregation_ns,
+            correlation_ns,
+            alpha: args.alpha,
+            top: args.top_sets,
+            snap,
+            ..CorrelateConfig::default()
+        },
+        resources: Arc::new(resources),
+    })
 }
 
 /// `causeway stats`.
@@ -264,6 +308,7 @@ pub fn stats(args: &StatsArgs) -> Result<()> {
         nat: false,
         patterns: false,
         instances: false,
+        problems: false,
     };
     let job = counting_job(
         inputs,

@@ -1,4 +1,4 @@
-//! The command line: `causeway analyze|stats|generate|demo`.
+//! The command line: `causeway analyze|stats|generate|demo|score|capture|tcp`.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -53,7 +53,7 @@ pub enum Command {
     ///   causeway analyze --emit patterns,instances --format jsonl --names names.txt messages.csv
     ///   ssh web1 tcpdump -c 100000 -w - | causeway analyze web1=-
     #[command(verbatim_doc_comment)]
-    Analyze(AnalyzeArgs),
+    Analyze(Box<AnalyzeArgs>),
     /// Capture statistics: packets, bytes, time span, protocols, conversations, damage.
     ///
     /// What capinfos and tshark's conversation statistics tell, for any mix of pcap, pcapng,
@@ -110,6 +110,110 @@ pub enum Command {
     ///   causeway analyze /tmp/cap
     #[command(verbatim_doc_comment)]
     Capture(CaptureArgs),
+    /// Diagnose TCP connections (SNAP): which connections suffer which problem, when, and
+    /// which host, link or application the problem is shared by.
+    ///
+    /// Reads the kernel's per-socket TCP statistics, polled live through netlink sock_diag
+    /// (--live, as `ss -ti` reads them; run it in the network namespace to watch) or from
+    /// `ss -tin` output captured repeatedly (blocks preceded by `### <unix time>`), and TCP
+    /// packets from pcap/pcapng captures. Each connection is classified per interval into
+    /// SNAP's classes: sndbuf_limited, fast_retransmit, timeout, delayed_ack, rwnd_limited,
+    /// or app_limited when none applies; runs of a class become `conn_problem` records.
+    /// Connections sharing a host, a link (--topology) or an application whose problems rise
+    /// and fall together (average Pearson correlation above --alpha) become `correlation`
+    /// records and an `alert`.
+    ///
+    /// Examples:
+    ///   causeway tcp --live --duration 1m --topology topo.txt
+    ///   while sleep 0.25; do echo "### $(date +%s.%N)"; ss -tin; done > ss.log   # then:
+    ///   causeway tcp --format jsonl ss.log
+    ///   causeway tcp capture.pcap
+    #[command(verbatim_doc_comment)]
+    Tcp(TcpArgs),
+}
+
+/// `causeway tcp`.
+#[derive(Debug, Args)]
+pub struct TcpArgs {
+    /// `ss -tin` logs (optionally .gz) and pcap/pcapng captures; NAME=PATH names the host or
+    /// sniffer. Not needed with --live.
+    #[arg(value_name = "INPUT", required_unless_present = "live")]
+    pub inputs: Vec<String>,
+    /// Poll this host's TCP sockets through netlink sock_diag (needs no privileges for the
+    /// caller's network namespace; run under `ip netns exec NS` for another).
+    #[arg(long)]
+    pub live: bool,
+    /// With --live: stop after this long (else at Ctrl-C or SIGTERM).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// With --live: the poller's CPU budget, percent of one core (SNAP §7): above it the
+    /// polling slows down, quiet connections first.
+    #[arg(long, value_name = "PERCENT", default_value_t = 5.0)]
+    pub cpu_budget: f64,
+    /// With --live: the name of this host in the output.
+    #[arg(long, value_name = "NAME", default_value = "live")]
+    pub host: String,
+    /// Conn problems and correlated sets listed in the table.
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub top: usize,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub snap: SnapArgs,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub output: OutputArgs,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub engine: EngineArgs,
+}
+
+/// TCP diagnosis (SNAP) settings, for `tcp` and `analyze --emit problems`.
+#[derive(Debug, Args, Clone)]
+pub struct SnapArgs {
+    /// Mean interval of the live poller (Poisson-distributed), and the interval over which
+    /// packets are summarised per connection.
+    #[arg(long, value_name = "DURATION", default_value = "500ms", value_parser = parse_duration, help_heading = "TCP diagnosis")]
+    pub interval: Duration,
+    /// Topology file naming links (`link NAME CIDR CIDR`), hosts (`host NAME IP`) and
+    /// applications (`app NAME PORT...`) for correlation.
+    #[arg(long, value_name = "FILE", help_heading = "TCP diagnosis")]
+    pub topology: Option<PathBuf>,
+    /// SNAP's MaxQueuingDelay: RTTs above the minimum RTT plus this are not queuing.
+    #[arg(long, value_name = "DURATION", default_value = "10ms", value_parser = parse_duration, help_heading = "TCP diagnosis")]
+    pub max_queuing_delay: Duration,
+    /// The receivers' delayed-ACK timeout (Linux 40-200 ms, Windows 200 ms); 90% of it is
+    /// used, as SNAP does.
+    #[arg(long, value_name = "DURATION", default_value = "40ms", value_parser = parse_duration, help_heading = "TCP diagnosis")]
+    pub delayed_ack_timeout: Duration,
+    /// The senders' minimum retransmission timeout (Linux 200 ms): from packets, a
+    /// retransmission after this much silence without duplicate ACKs is a timeout.
+    #[arg(long, value_name = "DURATION", default_value = "200ms", value_parser = parse_duration, help_heading = "TCP diagnosis")]
+    pub min_rto: Duration,
+    /// Correlation: aggregation interval t of the performance vectors.
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration, help_heading = "TCP diagnosis")]
+    pub aggregation: Duration,
+    /// Correlation: correlation interval T (the sliding window).
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration, help_heading = "TCP diagnosis")]
+    pub correlation_window: Duration,
+    /// Correlation: the average correlation coefficient above which a set is reported.
+    #[arg(
+        long,
+        value_name = "ALPHA",
+        default_value_t = 0.4,
+        help_heading = "TCP diagnosis"
+    )]
+    pub alpha: f64,
+    /// Correlation: sets reported per interval, best first.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 10,
+        help_heading = "TCP diagnosis"
+    )]
+    pub top_sets: usize,
+    /// Do not report `app_limited` runs (the healthy class).
+    #[arg(long, help_heading = "TCP diagnosis")]
+    pub no_app_limited: bool,
 }
 
 /// `causeway capture`.
@@ -380,6 +484,9 @@ pub struct AnalyzeArgs {
     pub max_patterns: usize,
     #[command(flatten)]
     #[allow(missing_docs)]
+    pub snap: SnapArgs,
+    #[command(flatten)]
+    #[allow(missing_docs)]
     pub output: OutputArgs,
     #[command(flatten)]
     #[allow(missing_docs)]
@@ -403,6 +510,8 @@ pub enum EmitArg {
     Patterns,
     /// Every finished path instance (its messages, their parents, its probability).
     Instances,
+    /// TCP problems per connection from packets (SNAP), correlations and alerts.
+    Problems,
 }
 
 /// `causeway stats`.

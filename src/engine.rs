@@ -19,9 +19,16 @@
 //! that need it. Scale-out is timely's own: worker threads, and processes given by index,
 //! count and host file.
 
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use anyhow::{Context, Result, anyhow, bail};
+use causeway_operators::correlate::{Correlate, CorrelateConfig, Correlated};
+use causeway_operators::problem::SnapConfig;
+use causeway_operators::resources::Resources;
+use causeway_operators::snap::{SampleDeltas, Snap};
+use causeway_operators::tcp_packets::TcpPackets;
 use causeway_operators::{
     Bounds, BuildPaths, CallMessages, CallsConfig, Clock, ClockConfig, CollectStats, Correct,
     FlowConfig, Flows, Fold, FoldConfig, Homes, Link, LinkConfig, Merger, MessageSamples, Names,
@@ -30,9 +37,10 @@ use causeway_operators::{
 };
 use causeway_sinks::{Deliver, Record, SinkError, SinkSet};
 use causeway_sources::decode::DecodeOptions;
+use causeway_sources::tcpstats::netlink::{LivePoller, PollerConfig};
 use causeway_sources::{
-    Alignment, InputSpec, ObservationReader, Origins, ProgressCounter, SourceConfig, SourceEvent,
-    SourceStreams, Time, read_inputs,
+    Alignment, InputSpec, ObservationReader, OriginId, Origins, ProgressCounter, SourceConfig,
+    SourceEvent, SourceStreams, Time, read_inputs,
 };
 use timely::dataflow::ProbeHandle;
 use timely::dataflow::operators::vec::{Broadcast, Map};
@@ -58,6 +66,8 @@ pub struct Emit {
     pub patterns: bool,
     /// Path instances.
     pub instances: bool,
+    /// TCP problems per connection (SNAP), correlations and alerts.
+    pub problems: bool,
 }
 
 impl Emit {
@@ -109,6 +119,36 @@ pub struct Job {
     pub link: LinkConfig,
     /// Path instances and patterns.
     pub paths: PathsConfig,
+    /// TCP diagnosis.
+    pub tcp: TcpJob,
+    /// The live TCP-statistics poller, when there is one.
+    pub live: Option<LiveJob>,
+}
+
+/// TCP diagnosis settings (SNAP).
+#[derive(Clone, Debug, Default)]
+pub struct TcpJob {
+    /// Interval over which packets are summarised per connection, ns.
+    pub interval_ns: Time,
+    /// Classification thresholds.
+    pub snap: SnapConfig,
+    /// Correlation across connections.
+    pub correlate: CorrelateConfig,
+    /// Hosts, links and applications.
+    pub resources: Arc<Resources>,
+}
+
+/// The live TCP-statistics poller of this host.
+#[derive(Clone, Debug)]
+pub struct LiveJob {
+    /// Its origin (the host's name).
+    pub origin: OriginId,
+    /// Poll schedule and CPU budget.
+    pub config: PollerConfig,
+    /// Set by Ctrl-C / SIGTERM: stop polling and finish.
+    pub stop: Arc<AtomicBool>,
+    /// When to stop on its own.
+    pub until: Option<Instant>,
 }
 
 /// The timely configuration for `args`.
@@ -187,6 +227,20 @@ fn open_inputs(
             slots.push(None);
         }
     }
+    if let Some(live) = &job.live {
+        let worker = job.inputs.len() % peers;
+        if worker / args.workers == args.process {
+            let poller = LivePoller::new(
+                live.origin,
+                live.config.clone(),
+                Arc::clone(&live.stop),
+                live.until,
+            )?;
+            slots.push(Some(Box::new(poller)));
+        } else {
+            slots.push(None);
+        }
+    }
     Ok(Arc::new(Mutex::new(slots)))
 }
 
@@ -221,7 +275,7 @@ pub fn run(
                 packets,
                 rows,
                 calls,
-                tcp: _tcp,
+                tcp,
                 events,
             } = read_inputs(
                 scope,
@@ -232,6 +286,22 @@ pub fn run(
             );
             let mut outputs = Vec::new();
             let mut counts = vec![events.clone()];
+            if job.emit.problems {
+                let t = &job.tcp;
+                let evidence = scope.concatenate([
+                    tcp.snap_deltas(t.snap.idle_ns),
+                    packets.clone().tcp_packets(t.interval_ns, t.snap),
+                ]);
+                outputs.push(evidence.clone().snap(t.snap).map(Record::ConnProblem));
+                outputs.push(
+                    evidence
+                        .correlate(t.correlate, Arc::clone(&t.resources))
+                        .map(|c| match c {
+                            Correlated::Correlation(c) => Record::Correlation(c),
+                            Correlated::Alert(a) => Record::Alert(a),
+                        }),
+                );
+            }
             let (for_flows, for_messages) = match (job.emit.flows, job.emit.reconcile()) {
                 (true, true) => (Some(packets.clone()), Some(packets)),
                 (true, false) => (Some(packets), None),

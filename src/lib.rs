@@ -16,3 +16,4 @@ pub mod engine;
 pub mod generate;
 pub mod progress;
 pub mod score;
+pub mod tcp;

@@ -36,6 +36,7 @@ fn main() -> ExitCode {
         Command::Generate(a) => causeway::generate::run(a),
         Command::Demo(a) => causeway::demo::run(a),
         Command::Score(a) => causeway::score::run(a),
+        Command::Tcp(a) => causeway::tcp::run(a),
         Command::Capture(a) => match causeway::capture::run(a) {
             Ok(code) => return code,
             Err(e) => Err(e),

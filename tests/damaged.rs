@@ -295,7 +295,7 @@ fn files_that_are_not_inputs_fail_with_one_line() {
                 "page.html",
                 b"<!doctype html><html><body>hello</body></html>\n",
             ),
-            "not a pcap, pcapng or message-trace file",
+            "not a pcap, pcapng, message-trace or `ss -tin` log file",
         ),
         (write(&dir, "empty.pcap", b""), "empty file"),
         (
@@ -308,11 +308,11 @@ fn files_that_are_not_inputs_fail_with_one_line() {
         ),
         (
             write(&dir, "junk.bin", &[0u8, 1, 2, 3, 4, 5, 6, 7, 8, 9]),
-            "not a pcap, pcapng or message-trace file",
+            "not a pcap, pcapng, message-trace or `ss -tin` log file",
         ),
         (
             write(&dir, "bad-header.csv", b"time,from,to\n1,a,b\n"),
-            "not a pcap, pcapng or message-trace file",
+            "not a pcap, pcapng, message-trace or `ss -tin` log file",
         ),
         (dir.join("does-not-exist.pcap"), "No such file"),
         (dir.clone(), "is a directory"),

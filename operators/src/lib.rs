@@ -86,6 +86,7 @@ pub mod resources;
 pub mod rows;
 pub mod snap;
 pub mod stats;
+pub mod tcp_packets;
 pub mod topology;
 
 pub use clock::{

@@ -5,6 +5,8 @@
 
 use std::collections::BTreeMap;
 
+use causeway_operators::correlate::{Alert, Correlation};
+use causeway_operators::problem::ConnProblem;
 use causeway_operators::{
     ClockOffset, Domain, Flow, HopStats, Message, NatMapping, OriginStats, PathInstance,
     PathPattern, PatternNode, Summary,
@@ -35,6 +37,12 @@ pub enum Record {
     Pattern(PathPattern),
     /// A finished path instance.
     Instance(PathInstance),
+    /// A run of intervals in which a TCP connection had one problem (SNAP).
+    ConnProblem(ConnProblem),
+    /// Connections sharing a resource with a common problem (SNAP §2.3).
+    Correlation(Correlation),
+    /// Something to look at now.
+    Alert(Alert),
 }
 
 impl Record {
@@ -48,6 +56,9 @@ impl Record {
             Record::NatMapping(_) => "nat_mapping",
             Record::Pattern(_) => "pattern",
             Record::Instance(_) => "instance",
+            Record::ConnProblem(_) => "conn_problem",
+            Record::Correlation(_) => "correlation",
+            Record::Alert(_) => "alert",
         }
     }
 
@@ -157,6 +168,35 @@ impl Record {
             }),
             Record::Pattern(p) => serde_json::to_value(PatternJson(p)).unwrap_or(Value::Null),
             Record::Instance(i) => serde_json::to_value(InstanceJson(i)).unwrap_or(Value::Null),
+            Record::ConnProblem(c) => json!({
+                "schema": SCHEMA,
+                "kind": "conn_problem",
+                "flow": c.conn.flow(),
+                "origin": origins.name(c.conn.origin),
+                "problem": c.problem.as_str(),
+                "evidence": c.source.as_str(),
+                "start_ns": c.start_ns,
+                "end_ns": c.end_ns,
+                "fraction": c.fraction,
+                "events": c.events,
+                "intervals": c.intervals,
+                "bytes": c.bytes,
+            }),
+            Record::Correlation(c) => correlation_json(c),
+            Record::Alert(a) => {
+                let mut v = json!({
+                    "schema": SCHEMA,
+                    "kind": "alert",
+                    "source": a.source,
+                    "severity": a.severity,
+                    "message": a.message,
+                    "time_ns": a.time_ns,
+                });
+                if let (Value::Object(o), Some(c)) = (&mut v, &a.correlation) {
+                    o.insert("correlation".into(), correlation_json(c));
+                }
+                v
+            }
         }
     }
 
@@ -170,6 +210,25 @@ impl Record {
             other => serde_json::to_writer(out, &other.to_json(origins)),
         }
     }
+}
+
+/// A correlation's JSON form.
+fn correlation_json(c: &Correlation) -> Value {
+    json!({
+        "schema": SCHEMA,
+        "kind": "correlation",
+        "scope": c.scope.as_str(),
+        "name": c.name,
+        "problem": c.problem.as_str(),
+        "connections": c.connections,
+        "members": c.members,
+        "acc": c.acc,
+        "acc_all": c.acc_all,
+        "window": {"start_ns": c.start_ns, "end_ns": c.end_ns},
+        "bucket_ms": c.bucket_ns as f64 / 1e6,
+        "series_ms": c.series_ms,
+        "flows": c.flows,
+    })
 }
 
 /// A pattern's JSON form.

@@ -15,6 +15,7 @@ use std::collections::{BTreeMap, BinaryHeap};
 use std::fmt::Write as _;
 use std::time::{Duration, UNIX_EPOCH};
 
+use causeway_operators::correlate::Correlation;
 use causeway_operators::{
     ClockOffset, Flow, HopStats, NodeName, OriginStats, PathPattern, PatternNode, Rank,
 };
@@ -47,6 +48,21 @@ pub struct Table {
     patterns: BTreeMap<String, PathPattern>,
     changed: bool,
     last_refresh: Option<std::time::Instant>,
+    /// Per flow and problem: (evidence, time in the problem ns, events, first ns, last ns).
+    problems: BTreeMap<(String, &'static str), ProblemTotal>,
+    /// The latest report of each correlated set.
+    correlations: BTreeMap<(&'static str, String, &'static str), Correlation>,
+    alerts: Vec<String>,
+}
+
+/// One flow's total time in one problem.
+#[derive(Clone, Debug, Default)]
+struct ProblemTotal {
+    evidence: &'static str,
+    problem_ns: f64,
+    events: u64,
+    first_ns: u64,
+    last_ns: u64,
 }
 
 impl Table {
@@ -57,6 +73,9 @@ impl Table {
             patterns: BTreeMap::new(),
             changed: false,
             last_refresh: None,
+            problems: BTreeMap::new(),
+            correlations: BTreeMap::new(),
+            alerts: Vec::new(),
             out,
             origins,
             top,
@@ -88,6 +107,12 @@ impl Table {
         }
         if !self.nat.is_empty() {
             s.push_str(&self.render_nat());
+        }
+        if !self.problems.is_empty() {
+            s.push_str(&self.render_problems());
+        }
+        if !self.correlations.is_empty() || !self.alerts.is_empty() {
+            s.push_str(&self.render_correlations());
         }
         if s.is_empty() {
             s.push_str("No records.\n");
@@ -255,6 +280,83 @@ impl Table {
         s
     }
 
+    fn render_problems(&self) -> String {
+        let mut rows = vec![vec![
+            "flow".to_owned(),
+            "problem".to_owned(),
+            "evidence".to_owned(),
+            "time in it".to_owned(),
+            "of span".to_owned(),
+            "events".to_owned(),
+        ]];
+        let mut list: Vec<_> = self
+            .problems
+            .iter()
+            .filter(|((_, p), _)| *p != "app_limited")
+            .collect();
+        list.sort_by(|a, b| b.1.problem_ns.total_cmp(&a.1.problem_ns).then(a.0.cmp(b.0)));
+        let shown = list.len().min(self.top.max(1));
+        for ((flow, problem), t) in list.iter().take(shown) {
+            let span = t.last_ns.saturating_sub(t.first_ns).max(1) as f64;
+            rows.push(vec![
+                flow.clone(),
+                problem.to_string(),
+                t.evidence.to_owned(),
+                format!("{:.1} ms", t.problem_ns / 1e6),
+                format!("{:.1}%", 100.0 * t.problem_ns / span),
+                group(t.events),
+            ]);
+        }
+        let flows: std::collections::BTreeSet<&String> =
+            self.problems.keys().map(|(f, _)| f).collect();
+        let mut s = format!(
+            "TCP problems: {} flow/problem pairs over {} flows{}\n",
+            list.len(),
+            flows.len(),
+            if shown < list.len() {
+                format!(" (worst {shown})")
+            } else {
+                String::new()
+            }
+        );
+        if list.is_empty() {
+            s.push_str("  none: every flow was limited by its sender application only\n\n");
+            return s;
+        }
+        s.push_str(&columns(&rows, &[3, 4, 5]));
+        s.push('\n');
+        s
+    }
+
+    fn render_correlations(&self) -> String {
+        let mut rows = vec![vec![
+            "scope".to_owned(),
+            "name".to_owned(),
+            "problem".to_owned(),
+            "connections".to_owned(),
+            "ACC".to_owned(),
+        ]];
+        let mut list: Vec<&Correlation> = self.correlations.values().collect();
+        list.sort_by(|a, b| b.acc.total_cmp(&a.acc).then(a.name.cmp(&b.name)));
+        for c in &list {
+            rows.push(vec![
+                c.scope.as_str().to_owned(),
+                c.name.clone(),
+                c.problem.as_str().to_owned(),
+                format!("{} of {}", c.connections, c.members),
+                format!("{:.2}", c.acc),
+            ]);
+        }
+        let mut s = format!(
+            "Problems shared by a host, link or application: {} ({} alerts)\n",
+            list.len(),
+            self.alerts.len()
+        );
+        s.push_str(&columns(&rows, &[3, 4]));
+        s.push('\n');
+        s
+    }
+
     fn render_nat(&self) -> String {
         let mut rows = vec![vec![
             "proto".to_owned(),
@@ -364,6 +466,27 @@ impl Sink for Table {
                 }
             }
             Record::Instance(_) => {}
+            Record::ConnProblem(c) => {
+                let t = self
+                    .problems
+                    .entry((c.conn.flow(), c.problem.as_str()))
+                    .or_insert_with(|| ProblemTotal {
+                        evidence: c.source.as_str(),
+                        first_ns: c.start_ns,
+                        ..ProblemTotal::default()
+                    });
+                t.problem_ns += c.fraction * c.end_ns.saturating_sub(c.start_ns) as f64;
+                t.events += c.events;
+                t.first_ns = t.first_ns.min(c.start_ns);
+                t.last_ns = t.last_ns.max(c.end_ns);
+            }
+            Record::Correlation(c) => {
+                self.correlations.insert(
+                    (c.scope.as_str(), c.name.clone(), c.problem.as_str()),
+                    c.clone(),
+                );
+            }
+            Record::Alert(a) => self.alerts.push(a.message.clone()),
             Record::NatMapping(n) => {
                 self.nat.insert(
                     (

@@ -1,5 +1,5 @@
-//! Inputs named on the command line: `PATH`, `NAME=PATH` or `-` (stdin), each a pcap, pcapng
-//! or message-trace CSV file, optionally gzip-compressed. The format is detected from the
+//! Inputs named on the command line: `PATH`, `NAME=PATH` or `-` (stdin), each a pcap, pcapng,
+//! message-trace CSV or `ss -tin` log file, optionally gzip-compressed. The format is detected from the
 //! content, not the name.
 
 use std::fs::File;
@@ -69,6 +69,8 @@ pub enum InputKind {
     MessageTrace,
     /// A directory of socket-call logs.
     SocketLog,
+    /// TCP statistics: `ss -tin` output captured repeatedly.
+    TcpStats,
 }
 
 /// A byte counter shared with a progress display: bytes consumed from the file (compressed
@@ -198,6 +200,14 @@ pub fn open_stream(
             InputKind::MessageTrace,
         ));
     }
+    if crate::tcpstats::ss::looks_like_ss_log(&line) {
+        let reader = crate::tcpstats::ss::SsReader::new(
+            io::BufReader::with_capacity(64 << 10, stream),
+            spec.origin,
+            &spec.path,
+        );
+        return Ok((Box::new(reader), InputKind::TcpStats));
+    }
     let shown: String = line
         .iter()
         .take(24)
@@ -210,7 +220,7 @@ pub fn open_stream(
         })
         .collect();
     Err(fail(format!(
-        "not a pcap, pcapng or message-trace file{} (starts with {}: \"{}\")",
+        "not a pcap, pcapng, message-trace or `ss -tin` log file{} (starts with {}: \"{}\")",
         if gzip { " inside gzip" } else { "" },
         hex_prefix(&line),
         shown.trim_end()
@@ -260,7 +270,7 @@ mod tests {
             .to_string();
         assert!(err.starts_with(html.to_str().unwrap()), "{err}");
         assert!(
-            err.contains("not a pcap, pcapng or message-trace file"),
+            err.contains("not a pcap, pcapng, message-trace or `ss -tin` log file"),
             "{err}"
         );
         assert!(!err.contains('\n'));
