@@ -64,11 +64,13 @@ use crate::problem::{
     ConnId, ConnProblem, Evidence, EvidenceSource, Problem, SnapConfig, classify,
 };
 
-/// The difference of two cumulative counters, `None` unless both were measured; a counter
+/// The difference of two cumulative counters, `None` when the later sample lacks it. A
+/// counter missing from the earlier sample only was zero then (`ss` leaves out counters
+/// that are zero; the poller gives every field its kernel has, in every sample). A counter
 /// that went down (a new connection on the same 4-tuple) gives `None`.
 fn delta<T: Into<u64> + Copy>(before: Option<T>, after: Option<T>) -> Option<u64> {
-    let (b, a) = (before?.into(), after?.into());
-    a.checked_sub(b)
+    let a = after?.into();
+    a.checked_sub(before.map_or(0, Into::into))
 }
 
 /// The evidence between two samples of one connection (SNAP §2.1: differences of the
@@ -386,6 +388,19 @@ mod tests {
         assert_eq!(e.rwnd_limited_ns, Some(100_000_000));
         assert_eq!((e.rtt_samples, e.rtt_sum_us), (Some(15), Some(600_000)));
         assert_eq!(e.sndbuf_limited_ns, None);
+    }
+
+    #[test]
+    fn a_counter_ss_left_out_was_zero() {
+        let a = sample(0, |_| {});
+        let b = sample(500, |i| {
+            i.total_retrans = Some(3);
+            i.rwnd_limited_us = Some(2_000);
+        });
+        let e = evidence_between(&a, &b);
+        assert_eq!(e.fast_retransmits, Some(3));
+        assert_eq!(e.rwnd_limited_ns, Some(2_000_000));
+        assert_eq!(evidence_between(&b, &a).fast_retransmits, None);
     }
 
     #[test]

@@ -20,10 +20,12 @@
 //! | CwinLimitTime | `tcpi_busy_time` − rwnd − sndbuf limited time (`busy`) | 4.10 |
 //! | SentBytes | `tcpi_bytes_sent` (`bytes_sent`), `tcpi_bytes_acked` (`bytes_acked`) | 4.19 / 4.1 |
 //! | Cwin | `tcpi_snd_cwnd` (`cwnd`) × `tcpi_snd_mss` (`mss`) | 2.6 |
-//! | Rwin | `tcpi_snd_wnd` (`snd_wnd`), the peer's announced window | 6.2 (ss 6.1: not shown) |
+//! | Rwin | `tcpi_snd_wnd` (`snd_wnd`), the peer's announced window | 6.2 |
 //!
 //! Every field is an `Option`: `None` where the kernel or the `ss` version did not give it,
-//! so that a classifier never mistakes "not measured" for zero.
+//! so that a classifier never mistakes "not measured" for zero. `ss` also leaves out most
+//! counters while they are zero (`retrans`, `bytes_*`, `busy`, `rwnd_limited`...); `snap`
+//! reads a counter missing from one sample and present in the next as having been zero.
 
 pub mod netlink;
 pub mod ss;
