@@ -101,6 +101,9 @@ impl Lane {
             // than growing it a packet at a time.
             self.reader.reserve(size, &mut self.batch);
             self.done = !self.reader.read_batch(size, &mut self.batch);
+            if self.reader.is_live() {
+                break;
+            }
         }
     }
 

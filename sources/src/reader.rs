@@ -27,6 +27,12 @@ pub trait ObservationReader: Send {
     fn take_stats(&mut self) -> SourceStats;
     /// Warnings since the last call.
     fn take_warnings(&mut self) -> Vec<Warning>;
+    /// Whether `read_batch` may return nothing for a while without the input having ended
+    /// (a live source): the source operator then asks once per activation instead of until
+    /// it gets records, so that the rest of the dataflow keeps running meanwhile.
+    fn is_live(&self) -> bool {
+        false
+    }
 }
 
 /// Shared bookkeeping of the readers: counts, warnings with a cap on how many are spelled

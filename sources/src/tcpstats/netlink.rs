@@ -1379,6 +1379,10 @@ impl ObservationReader for LivePoller {
         self.origin
     }
 
+    fn is_live(&self) -> bool {
+        true
+    }
+
     fn read_batch(&mut self, max: usize, out: &mut Batch) -> bool {
         if !self.pending.is_empty() {
             self.deliver(max, out);
