@@ -207,7 +207,7 @@ pub struct SnapArgs {
     #[arg(
         long,
         value_name = "N",
-        default_value_t = 10,
+        default_value_t = 20,
         help_heading = "TCP diagnosis"
     )]
     pub top_sets: usize,

@@ -27,6 +27,9 @@
 //!   first qualifies and then every `report_every_ns` while it does, and at the end of the
 //!   input; an [`Alert`] when a set first qualifies.
 //! - **Exchange**: everything to worker 0 (one record per connection per interval).
+//! A set is judged once it has `min_buckets` buckets of data, over the buckets from its
+//! first data on: zeros from before its connections existed would make any two look alike.
+//!
 //! - **State**: per connection, its buckets of the last `T`; a connection is freed when all
 //!   its buckets are older than `T` before the frontier. Buckets are judged `t` after they
 //!   end (intervals that straddle a bucket boundary arrive at their end).
@@ -63,6 +66,8 @@ pub struct CorrelateConfig {
     pub max_members: usize,
     /// A qualifying set is reported again after this long.
     pub report_every_ns: Time,
+    /// Fewest buckets with data a set needs to be judged.
+    pub min_buckets: u64,
     /// Classification thresholds.
     pub snap: SnapConfig,
 }
@@ -73,10 +78,11 @@ impl Default for CorrelateConfig {
             aggregation_ns: 1_000_000_000,
             correlation_ns: 60_000_000_000,
             alpha: 0.4,
-            top: 10,
+            top: 20,
             min_connections: 2,
             max_members: 64,
             report_every_ns: 10_000_000_000,
+            min_buckets: 5,
             snap: SnapConfig::default(),
         }
     }
@@ -109,6 +115,9 @@ pub struct Correlation {
     pub series_ms: Vec<f64>,
     /// The flows with the most time in the problem (up to 10).
     pub flows: Vec<String>,
+    /// Other resources shared by exactly the same connections (`host 10.0.0.2`, `app
+    /// web`): one finding, reported once, under the link if there is one, else the host.
+    pub also: Vec<String>,
 }
 
 /// An alert: something a user should look at now.
@@ -141,6 +150,9 @@ const GROUPS: [&[usize]; 4] = [&[0], &[1, 2], &[3], &[4]];
 
 struct ConnState {
     resources: Vec<(Scope, String)>,
+    /// The direction named in reports: the first with a problem.
+    flow: String,
+    labelled: bool,
     /// Buckets: index -> (time per problem, active).
     buckets: BTreeMap<u64, [u64; 5]>,
 }
@@ -198,10 +210,24 @@ impl Correlator {
         let t = self.config.aggregation_ns.max(1);
         let times = classify(e, &self.config.snap);
         let resources = &self.resources;
-        let state = self.conns.entry(e.conn).or_insert_with(|| ConnState {
+        // A connection is both its directions (SNAP correlates sockets): packets give each
+        // direction its own evidence, the kernel only the polled host's.
+        let (a, b) = (e.conn.local, e.conn.peer);
+        let key = ConnId {
+            origin: e.conn.origin,
+            local: a.min(b),
+            peer: a.max(b),
+        };
+        let state = self.conns.entry(key).or_insert_with(|| ConnState {
             resources: resources.of(&e.conn),
             buckets: BTreeMap::new(),
+            flow: e.conn.flow(),
+            labelled: false,
         });
+        if times.any() && !state.labelled {
+            state.flow = e.conn.flow();
+            state.labelled = true;
+        }
         let (start, end) = (e.start_ns, e.end_ns.max(e.start_ns + 1));
         let span = (end - start) as f64;
         let mut b = start / t;
@@ -264,10 +290,27 @@ impl Correlator {
                 sets.entry(r.clone()).or_default().push(*id);
             }
         }
-        let len = (end - first) as usize;
         let mut found = Vec::new();
         for ((scope, name), mut ids) in sets {
             ids.sort();
+            // The set's vectors start at its first bucket with data: zeros before any of
+            // its connections existed would make every pair look alike.
+            let first = ids
+                .iter()
+                .filter_map(|id| {
+                    self.conns
+                        .get(id)?
+                        .buckets
+                        .range(first..end)
+                        .next()
+                        .map(|(b, _)| *b)
+                })
+                .min()
+                .unwrap_or(first);
+            if end - first < self.config.min_buckets.max(2) {
+                continue;
+            }
+            let len = (end - first) as usize;
             let vector = |id: &ConnId, problems: &[usize]| -> Vec<f64> {
                 let mut v = vec![0.0; len * problems.len()];
                 if let Some(c) = self.conns.get(id) {
@@ -343,15 +386,43 @@ impl Correlator {
                         end_ns: end * t,
                         bucket_ns: t,
                         series_ms: series,
-                        flows: having.iter().take(10).map(|(_, id, _)| id.flow()).collect(),
+                        flows: having
+                            .iter()
+                            .take(10)
+                            .filter_map(|(_, id, _)| Some(self.conns.get(id)?.flow.clone()))
+                            .collect(),
+                        also: Vec::new(),
                     });
                 }
             }
             if let Some(c) = best.filter(|c| c.acc > self.config.alpha) {
-                found.push(c);
+                found.push((c, ids));
             }
         }
-        found.sort_by(|a, b| b.acc.total_cmp(&a.acc).then(a.name.cmp(&b.name)));
+        let rank = |s: Scope| match s {
+            Scope::Link => 0,
+            Scope::Host => 1,
+            Scope::App => 2,
+        };
+        found.sort_by(|a, b| {
+            b.0.acc
+                .total_cmp(&a.0.acc)
+                .then(rank(a.0.scope).cmp(&rank(b.0.scope)))
+                .then(a.0.name.cmp(&b.0.name))
+        });
+        // One finding per set of connections and problem, however many names it has.
+        let mut seen: HashMap<(Vec<ConnId>, Problem), usize> = HashMap::new();
+        let mut unique: Vec<Correlation> = Vec::new();
+        for (c, ids) in found {
+            match seen.get(&(ids.clone(), c.problem)) {
+                Some(&i) => unique[i].also.push(format!("{} {}", c.scope, c.name)),
+                None => {
+                    seen.insert((ids, c.problem), unique.len());
+                    unique.push(c);
+                }
+            }
+        }
+        let mut found = unique;
         found.truncate(self.config.top);
         let now = end * t;
         let mut reported = HashMap::new();
@@ -524,7 +595,19 @@ mod tests {
             names.contains(&(Scope::Link, "lossy".to_owned(), Problem::Timeout)),
             "{names:?}"
         );
-        assert!(names.contains(&(Scope::Host, "10.1.0.2".to_owned(), Problem::Timeout)));
+        let lossy = out
+            .iter()
+            .find_map(|c| match c {
+                Correlated::Correlation(c) if c.name == "lossy" => Some(c),
+                _ => None,
+            })
+            .unwrap();
+        // The hosts at both ends carry exactly the link's connections: one finding.
+        assert_eq!(
+            lossy.also,
+            ["host 10.1.0.1", "host 10.1.0.2", "app port 5001"]
+        );
+        assert_eq!(lossy.connections, 4);
         assert!(
             !names
                 .iter()

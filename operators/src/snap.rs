@@ -79,7 +79,9 @@ fn delta<T: Into<u64> + Copy>(before: Option<T>, after: Option<T>) -> Option<u64
 /// Linux keeps no #SampleRTT or #SumRTT: it samples an RTT from (nearly) every ACK and keeps
 /// only the smoothed RTT. The data segments sent in the interval (less those retransmitted)
 /// stand for the samples, and their sum is the samples times the mean of the two smoothed
-/// RTTs. Fast retransmissions are the retransmitted segments less one per timeout.
+/// RTTs. Fast retransmissions are the retransmitted segments less one per timeout and less
+/// those the receiver reported as duplicates (D-SACK: spurious, e.g. a tail loss probe sent
+/// while the ACK was on its way).
 pub fn evidence_between(prev: &TcpSample, cur: &TcpSample) -> Evidence {
     let (p, c) = (&prev.info, &cur.info);
     let timeouts = delta(p.total_rto, c.total_rto).or_else(|| {
@@ -114,7 +116,10 @@ pub fn evidence_between(prev: &TcpSample, cur: &TcpSample) -> Evidence {
             _ => None,
         },
         rwnd_limited_ns: delta(p.rwnd_limited_us, c.rwnd_limited_us).map(|us| us * 1000),
-        fast_retransmits: retrans.map(|r| r.saturating_sub(timeouts.unwrap_or(0))),
+        fast_retransmits: retrans.map(|r| {
+            r.saturating_sub(timeouts.unwrap_or(0))
+                .saturating_sub(delta(p.dsack_dups, c.dsack_dups).unwrap_or(0))
+        }),
         timeouts,
         timeout_ns: delta(p.total_rto_time_ms, c.total_rto_time_ms).map(|ms| ms * 1_000_000),
         rtt_samples: srtt.map(|_| samples),

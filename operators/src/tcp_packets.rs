@@ -7,7 +7,8 @@
 //!   the segment was first sent at least 90% of `min_rto_ns` earlier; otherwise a *fast
 //!   retransmission* (duplicate ACKs, SACK, RACK or a tail loss probe recovered it);
 //! - **RTT samples**: data to the ACK that covers it, for segments never retransmitted
-//!   (Karn), one sample per ACK;
+//!   (Karn) and not acknowledged during the recovery of a loss (a hole delays the ACK of
+//!   what follows it), one sample per ACK;
 //! - **delayed ACKs** (SNAP §4.2): a pure ACK that acknowledged a segment at least
 //!   `delayed_ack_timeout_ns` after it was sent, and more than the connection's minimum RTT
 //!   plus `max_queuing_delay_ns`;
@@ -95,6 +96,10 @@ struct Side {
     limited_since: Option<Time>,
     min_rtt_ns: Option<u64>,
     srtt_ns: Option<u64>,
+    /// While a loss is being recovered: the highest sequence sent when it began. Segments
+    /// after a hole are acknowledged only once the hole is filled, so ACKs below this give
+    /// no RTT sample and no delayed-ACK judgement.
+    recovery: Option<u32>,
     acc: Acc,
 }
 
@@ -197,6 +202,10 @@ impl ConnState {
                         g.retransmitted = true;
                     }
                     let gap = ts.saturating_sub(sent.unwrap_or(ts));
+                    s.recovery = Some(match s.recovery {
+                        Some(r) if before(nxt, r) => r,
+                        _ => nxt,
+                    });
                     if s.dupacks == 0 && gap * 10 >= config.min_rto_ns * 9 {
                         s.acc.timeouts += 1;
                         s.acc.timeout_ns += gap;
@@ -253,7 +262,15 @@ impl ConnState {
                         }
                         newest = o.outstanding.pop_front();
                     }
-                    if let Some(g) = newest.filter(|g| !g.retransmitted) {
+                    let recovering = match o.recovery {
+                        Some(r) if before(a, r) => true,
+                        Some(_) => {
+                            o.recovery = None;
+                            true
+                        }
+                        None => false,
+                    };
+                    if let Some(g) = newest.filter(|g| !g.retransmitted && !recovering) {
                         let rtt = ts.saturating_sub(g.sent_ns);
                         let min = *o.min_rtt_ns.get_or_insert(rtt);
                         let min = min.min(rtt);

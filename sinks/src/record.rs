@@ -228,6 +228,7 @@ fn correlation_json(c: &Correlation) -> Value {
         "bucket_ms": c.bucket_ns as f64 / 1e6,
         "series_ms": c.series_ms,
         "flows": c.flows,
+        "also": c.also,
     })
 }
 

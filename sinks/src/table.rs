@@ -339,9 +339,14 @@ impl Table {
         let mut list: Vec<&Correlation> = self.correlations.values().collect();
         list.sort_by(|a, b| b.acc.total_cmp(&a.acc).then(a.name.cmp(&b.name)));
         for c in &list {
+            let also = if c.also.is_empty() {
+                String::new()
+            } else {
+                format!(" (also {})", c.also.join(", "))
+            };
             rows.push(vec![
                 c.scope.as_str().to_owned(),
-                c.name.clone(),
+                format!("{}{also}", c.name),
                 c.problem.as_str().to_owned(),
                 format!("{} of {}", c.connections, c.members),
                 format!("{:.2}", c.acc),

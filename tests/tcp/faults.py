@@ -76,7 +76,8 @@ SCENARIOS (t0 = start of traffic; every loop is bounded by --duration and by a c
            a moment, TCP small queues defer the last segments to the TSQ handler, which
            empties the queue while the writer sleeps, as on a real NIC.
   incast   an aggregator in the peer opens 8 (--incast-workers) connections to the workers in
-           A; every 500 ms (or when all answers are in, if later) it sends an 8-byte request
+           A; in bursts of queries (2 s on, 2 s off, from t0), every 500 ms (or when all
+           answers are in, if later) it sends an 8-byte request
            on all of them at once (in a new random order each round, seeded) and every
            worker answers 128 KB at once; the peer's
            ingress from the link is shaped by tbf rate 50mbit burst 3000 limit 10000
@@ -273,7 +274,7 @@ def make_plan(a):
             sc["server_side"] = "a"
             sc["impairment"] = {"kind": "tbf", "where": "peer ingress (ifb)",
                                 "rate": "50mbit", "burst": 3000, "limit": 10000}
-            sc["params"] = {"size": 131072, "period": 0.5}
+            sc["params"] = {"size": 131072, "period": 0.5, "burst_on": 2.0, "burst_off": 2.0}
             sc["rounds"] = []
             for k in range(1, a.incast_workers + 1):
                 sc["connections"].append({
@@ -741,6 +742,12 @@ class Worker:
             if time.time() >= self.end:
                 break
             sleep_until(t)
+            cycle = p["burst_on"] + p["burst_off"]
+            if p["burst_off"] > 0 and (t - self.t0) % cycle >= p["burst_on"]:
+                # between bursts of queries: the aggregator is idle, so the workers'
+                # problems come and go together (what correlation looks for)
+                t += p["period"]
+                continue
             start = time.time()
             req = struct.pack("!II", p["size"], rnd)
             # a new order every round: the workers asked first answer first and get their
