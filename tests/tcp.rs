@@ -11,6 +11,10 @@
 //! poller and from the packets (the send buffer is invisible in packets: SNAP reads it from
 //! the kernel), that the control has no problem, and that correlation names the links (or
 //! hosts) with the injected problems and nothing of the control.
+//!
+//! The loss link is switched on and off, and the incast's queries come in bursts of 2 s, so
+//! that the problems of the connections that share them rise and fall together, which is
+//! what correlation (per-second buckets, the default) looks for.
 
 mod common;
 
@@ -142,7 +146,7 @@ fn real_faults_are_classified_and_correlated_live_and_from_packets() {
     let live = dir.join("live.jsonl");
     let topology = dir.join("topology.txt");
     let monitor = format!(
-        "exec {} tcp --live --interval 250ms --duration 30s --format jsonl -o {} --topology {}",
+        "exec {} tcp --live --interval 250ms --duration 40s --format jsonl -o {} --topology {}",
         bin().display(),
         live.display(),
         topology.display()
@@ -151,7 +155,7 @@ fn real_faults_are_classified_and_correlated_live_and_from_packets() {
     let prefix = format!("cwt{}", std::process::id() % 100_000);
     let out = Command::new("python3")
         .arg(&faults)
-        .args(["--prefix", &prefix, "--duration", "12"])
+        .args(["--prefix", &prefix, "--duration", "16"])
         .arg("--labels")
         .arg(dir.join("labels.json"))
         .arg("--topology")

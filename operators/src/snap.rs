@@ -121,7 +121,12 @@ pub fn evidence_between(prev: &TcpSample, cur: &TcpSample) -> Evidence {
                 .saturating_sub(delta(p.dsack_dups, c.dsack_dups).unwrap_or(0))
         }),
         timeouts,
-        timeout_ns: delta(p.total_rto_time_ms, c.total_rto_time_ms).map(|ms| ms * 1_000_000),
+        // A timeout costs the wait for the timer (one RTO, at least Linux's 200 ms minimum)
+        // and then the recovery (the kernel's time in RTO recovery, where it counts it).
+        timeout_ns: timeouts.filter(|&n| n > 0).map(|n| {
+            n * u64::from(c.rto_us.unwrap_or(0)).max(200_000) * 1000
+                + delta(p.total_rto_time_ms, c.total_rto_time_ms).unwrap_or(0) * 1_000_000
+        }),
         rtt_samples: srtt.map(|_| samples),
         rtt_sum_us: srtt.map(|s| s * samples),
         min_rtt_us: c.min_rtt_us.map(u64::from),
