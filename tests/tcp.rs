@@ -16,6 +16,8 @@
 //! that the problems of the connections that share them rise and fall together, which is
 //! what correlation (per-second buckets, the default) looks for.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -115,21 +117,17 @@ fn judge(source: &str, records: &[Value], labels: &Value, invisible: &[&str]) ->
             .iter()
             .filter(|(n, _)| *n == link || *n == peer)
             .collect();
+        let losses = named
+            .iter()
+            .any(|(_, p)| p == "timeout" || p == "fast_retransmit");
         match name {
-            "control" => {
-                if !named.is_empty() {
-                    failures.push(format!("{source}: the control was correlated: {named:?}"));
-                }
+            "control" if !named.is_empty() => {
+                failures.push(format!("{source}: the control was correlated: {named:?}"));
             }
-            "loss" | "incast" => {
-                if !named
-                    .iter()
-                    .any(|(_, p)| p == "timeout" || p == "fast_retransmit")
-                {
-                    failures.push(format!(
-                        "{source}: {link} / {peer} not correlated for losses; correlations: {sets:?}"
-                    ));
-                }
+            "loss" | "incast" if !losses => {
+                failures.push(format!(
+                    "{source}: {link} / {peer} not correlated for losses; correlations: {sets:?}"
+                ));
             }
             _ => {}
         }

@@ -25,14 +25,14 @@
 //! are not judged. At most `max_members` connections with the most problem time take part in
 //! the pairwise step (those without the problem are counted, not paired).
 //!
+//! A set is judged once it has `min_buckets` buckets of data, over the buckets from its
+//! first data on: zeros from before its connections existed would make any two look alike.
+//!
 //! - **Input**: [`Evidence`] (kernel or packets), classified here with [`classify`].
 //! - **Output**: [`Correlation`] records for the top `top` sets above `alpha`, when a set
 //!   first qualifies and then every `report_every_ns` while it does, and at the end of the
 //!   input; an [`Alert`] when a set first qualifies.
 //! - **Exchange**: everything to worker 0 (one record per connection per interval).
-//! A set is judged once it has `min_buckets` buckets of data, over the buckets from its
-//! first data on: zeros from before its connections existed would make any two look alike.
-//!
 //! - **State**: per connection, its buckets of the last `T`; a connection is freed when all
 //!   its buckets are older than `T` before the frontier. Buckets are judged `t` after they
 //!   end (intervals that straddle a bucket boundary arrive at their end).
