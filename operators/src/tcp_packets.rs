@@ -4,8 +4,10 @@
 //! For each direction of data of each TCP connection, per aggregation interval:
 //! - **retransmissions**: a data segment that starts before the highest sequence number
 //!   already sent. It is a *timeout* when no duplicate ACK came since the last progress and
-//!   the segment was first sent at least 90% of `min_rto_ns` earlier; otherwise a *fast
-//!   retransmission* (duplicate ACKs, SACK, RACK or a tail loss probe recovered it);
+//!   the sender had sent nothing for at least 90% of `min_rto_ns` (the stall is the
+//!   timeout's time; the retransmissions that follow in the same recovery belong to it);
+//!   otherwise a *fast retransmission* (duplicate ACKs, SACK, RACK or a tail loss probe
+//!   recovered it);
 //! - **RTT samples**: data to the ACK that covers it, for segments never retransmitted
 //!   (Karn) and not acknowledged during the recovery of a loss (a hole delays the ACK of
 //!   what follows it), one sample per ACK;
@@ -100,6 +102,10 @@ struct Side {
     /// after a hole are acknowledged only once the hole is filled, so ACKs below this give
     /// no RTT sample and no delayed-ACK judgement.
     recovery: Option<u32>,
+    /// The current recovery began with a timeout: its further retransmissions belong to it.
+    after_rto: bool,
+    /// When the sender last sent data (new or retransmitted).
+    last_tx_ns: Option<Time>,
     acc: Acc,
 }
 
@@ -194,6 +200,7 @@ impl ConnState {
             let s = &mut self.sides[d];
             let end = tcp.seq.wrapping_add(p.payload_len);
             s.mss = s.mss.max(p.payload_len);
+            let last_tx = s.last_tx_ns.replace(ts);
             match s.nxt {
                 Some(nxt) if before(tcp.seq, nxt) => {
                     let first = s.outstanding.iter_mut().find(|g| before(tcp.seq, g.end));
@@ -201,15 +208,18 @@ impl ConnState {
                     if let Some(g) = first {
                         g.retransmitted = true;
                     }
-                    let gap = ts.saturating_sub(sent.unwrap_or(ts));
+                    // How long the sender had been silent: a timeout is a stall of at
+                    // least the minimum RTO with no duplicate ACK to go on.
+                    let silence = ts.saturating_sub(last_tx.or(sent).unwrap_or(ts));
                     s.recovery = Some(match s.recovery {
                         Some(r) if before(nxt, r) => r,
                         _ => nxt,
                     });
-                    if s.dupacks == 0 && gap * 10 >= config.min_rto_ns * 9 {
+                    if s.dupacks == 0 && silence * 10 >= config.min_rto_ns * 9 {
                         s.acc.timeouts += 1;
-                        s.acc.timeout_ns += gap;
-                    } else {
+                        s.acc.timeout_ns += silence;
+                        s.after_rto = true;
+                    } else if !s.after_rto {
                         s.acc.fast += 1;
                     }
                     for g in s.outstanding.iter_mut() {
@@ -266,6 +276,7 @@ impl ConnState {
                         Some(r) if before(a, r) => true,
                         Some(_) => {
                             o.recovery = None;
+                            o.after_rto = false;
                             true
                         }
                         None => false,
@@ -454,8 +465,11 @@ mod tests {
     #[test]
     fn delayed_acks_are_counted_from_data_to_a_late_pure_ack() {
         let mut p = handshake();
-        // Three small records, each acknowledged 40 ms later.
-        for k in 0..3u32 {
+        // One record acknowledged at once (the round trip is 0.1 ms), then three small
+        // records, each acknowledged 40 ms later.
+        p.push(packet(0.5, A, B, 100, 500, ACK | TcpFlags::PSH, 50));
+        p.push(packet(0.6, B, A, 500, 150, ACK, 0));
+        for k in 1..4u32 {
             let t = 1.0 + 41.0 * f64::from(k);
             p.push(packet(t, A, B, 100 + 50 * k, 500, ACK | TcpFlags::PSH, 50));
             p.push(packet(t + 40.0, B, A, 500, 150 + 50 * k, ACK, 0));
@@ -464,8 +478,9 @@ mod tests {
         assert_eq!(e.len(), 1);
         assert_eq!(e[0].conn.flow(), format!("{A}->{B}"));
         assert_eq!(e[0].delayed_acks, Some(3));
-        assert_eq!(e[0].rtt_samples, Some(3));
-        assert_eq!((e[0].bytes, e[0].segments), (150, 3));
+        assert_eq!(e[0].rtt_samples, Some(4));
+        assert_eq!(e[0].min_rtt_us, Some(100));
+        assert_eq!((e[0].bytes, e[0].segments), (200, 4));
     }
 
     #[test]
