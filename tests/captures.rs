@@ -97,28 +97,38 @@ fn tcpdump_any_writes_sll2_and_sll() {
         ("LINUX_SLL", "Linux cooked v1 (SLL)"),
     ] {
         let file = dir.join(format!("any-{linktype}.pcap"));
-        let (listener, udp, filter) = ports();
         let f = file.display().to_string();
-        capture_loopback(
-            "tcpdump",
-            &[
-                "-i",
-                "any",
-                "-y",
-                linktype,
-                "--immediate-mode",
-                "-B",
-                "16384",
-                "-U",
-                "-w",
-                &f,
-                &filter,
-            ],
-            &file,
-            listener,
-            udp,
-        );
-        let st = agrees_with_capinfos(&file, &format!("any-{linktype}"));
+        // On a loaded machine, `tcpdump -i any` now and then misses the first or last
+        // packets of the short exchange (its ring is attached to every interface in turn);
+        // what is tested here is reading what it wrote, so a capture that missed a protocol
+        // is made again (at most three times).
+        let mut st = serde_json::Value::Null;
+        for _ in 0..3 {
+            let (listener, udp, filter) = ports();
+            capture_loopback(
+                "tcpdump",
+                &[
+                    "-i",
+                    "any",
+                    "-y",
+                    linktype,
+                    "--immediate-mode",
+                    "-B",
+                    "16384",
+                    "-U",
+                    "-w",
+                    &f,
+                    &filter,
+                ],
+                &file,
+                listener,
+                udp,
+            );
+            st = agrees_with_capinfos(&file, &format!("any-{linktype}"));
+            if st["tcp"].as_u64().unwrap_or(0) > 0 && st["udp"].as_u64().unwrap_or(0) > 0 {
+                break;
+            }
+        }
         assert!(st["linktypes"][name].as_u64().unwrap_or(0) > 0, "{st}");
         assert!(
             st["tcp"].as_u64().unwrap() > 0 && st["udp"].as_u64().unwrap() > 0,
