@@ -617,10 +617,18 @@ mod tests {
                 .iter()
                 .any(|(_, n, _)| n == "clean" || n == "10.2.0.2")
         );
-        let alerts = out
+        let alerts: Vec<_> = out
             .iter()
-            .filter(|c| matches!(c, Correlated::Alert(_)))
-            .count();
-        assert!(alerts >= 2);
+            .filter_map(|c| match c {
+                Correlated::Alert(a) => Some(a.message.clone()),
+                _ => None,
+            })
+            .collect();
+        // One finding (the link; its hosts and application are the same connections).
+        assert_eq!(alerts.len(), 1, "{alerts:?}");
+        assert!(
+            alerts[0].starts_with("timeout on 4 of 4 connections of link lossy"),
+            "{alerts:?}"
+        );
     }
 }
