@@ -373,7 +373,15 @@ impl Correlator {
                             .sum::<u64>()
                     })
                     .unwrap_or(&group[0]);
-                if best.as_ref().is_none_or(|b| value > b.acc) {
+                // The best group; of two that correlate alike, the one that took more
+                // time (a slow reader's connections also wait for delayed ACKs, as a
+                // consequence).
+                let total: f64 = series.iter().sum();
+                let better = |b: &Correlation| {
+                    let b_total: f64 = b.series_ms.iter().sum();
+                    value > b.acc + 0.01 || (value > b.acc - 0.01 && total > b_total)
+                };
+                if best.as_ref().is_none_or(better) {
                     let all: Vec<Vec<f64>> = having
                         .iter()
                         .map(|(_, id, _)| vector(id, &[0, 1, 2, 3, 4]))

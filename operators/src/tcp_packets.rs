@@ -18,6 +18,11 @@
 //!   announced window less one segment (or the window is zero) until they fall below it
 //!   (windows are scaled by the SYN's window-scale option; without the handshake only a zero
 //!   window counts);
+//! - **send-buffer limited** (inferred; packets do not show the buffer): the sender always
+//!   busy, without loss, not held back by the receiver's window, and its bytes in flight
+//!   stuck at one level of at least three segments for three intervals in a row, where the
+//!   congestion window would have grown; the interval then counts as limited, as SNAP's
+//!   snapshot rule counts a full buffer;
 //! - bytes and data segments sent.
 //!
 //! Seen from the sender's side, data-to-ACK is the round trip; from the receiver's side it is
@@ -70,6 +75,10 @@ struct Acc {
     rtt_sum_us: u64,
     delayed: u64,
     rwnd_ns: u64,
+    /// Time with data in flight.
+    busy_ns: u64,
+    /// Most bytes in flight.
+    max_flight: u64,
 }
 
 impl Acc {
@@ -106,6 +115,11 @@ struct Side {
     after_rto: bool,
     /// When the sender last sent data (new or retransmitted).
     last_tx_ns: Option<Time>,
+    /// When the busy time was last accounted.
+    busy_at: Option<Time>,
+    /// The previous interval's most bytes in flight, and for how many intervals in a row
+    /// the flight has stayed at that level while the sender was busy.
+    plateau: (u64, u32),
     acc: Acc,
 }
 
@@ -117,7 +131,41 @@ impl Side {
         }
     }
 
+    /// Accounts the time since the last event as busy if data was in flight.
+    fn busy_until(&mut self, ts: Time) {
+        if let Some(at) = self.busy_at {
+            if self.flight() > 0 {
+                self.acc.busy_ns += ts.saturating_sub(at);
+            }
+        }
+        self.busy_at = Some(ts);
+    }
+
+    /// Whether the sender looks send-buffer limited over the interval just ended (`span`
+    /// long): always busy, no loss, not held back by the receiver's window, and the bytes in
+    /// flight stuck at the same level (at least three segments) for three intervals in a
+    /// row, where the congestion window would have grown. Packets do not show the send
+    /// buffer; this is the trace it leaves.
+    fn stuck(&mut self, span: u64) -> bool {
+        let a = &self.acc;
+        let steady = a.busy_ns * 10 >= span * 9
+            && a.fast == 0
+            && a.timeouts == 0
+            && a.rwnd_ns * 100 < span
+            && a.max_flight >= 3 * u64::from(self.mss.max(1));
+        let (prev, n) = self.plateau;
+        let same = prev > 0 && a.max_flight.abs_diff(prev) * 10 <= prev;
+        self.plateau = match (steady, same) {
+            (true, true) => (prev, n + 1),
+            (true, false) => (a.max_flight, 1),
+            _ => (0, 0),
+        };
+        self.plateau.1 >= 3
+    }
+
     fn check_limit(&mut self, ts: Time) {
+        let flight = self.flight();
+        self.acc.max_flight = self.acc.max_flight.max(flight);
         let Some(window) = self.window else { return };
         let limited = window == 0
             || (self.flight() > 0 && self.flight() + u64::from(self.mss.max(1)) > window);
@@ -149,6 +197,8 @@ impl ConnState {
                 s.acc.rwnd_ns += end.saturating_sub(since);
                 s.limited_since = Some(end);
             }
+            s.busy_until(end);
+            let stuck = s.stuck(end.saturating_sub(self.interval));
             let acc = std::mem::take(&mut s.acc);
             let (Some(local), Some(peer)) = (s.endpoint, peer) else {
                 continue;
@@ -168,7 +218,7 @@ impl ConnState {
                 bytes: acc.bytes,
                 segments: acc.segments,
                 sndbuf_limited_ns: None,
-                sndbuf_full: None,
+                sndbuf_full: Some(stuck),
                 rwnd_limited_ns: s.window.map(|_| acc.rwnd_ns),
                 fast_retransmits: Some(acc.fast),
                 timeouts: Some(acc.timeouts),
@@ -199,6 +249,7 @@ impl ConnState {
         if p.payload_len > 0 && !tcp.flags.has(TcpFlags::SYN) {
             let s = &mut self.sides[d];
             let end = tcp.seq.wrapping_add(p.payload_len);
+            s.busy_until(ts);
             s.mss = s.mss.max(p.payload_len);
             let last_tx = s.last_tx_ns.replace(ts);
             match s.nxt {
@@ -255,6 +306,7 @@ impl ConnState {
             let scale = self.sides[d].wscale;
             let both_scaled = scale.is_some() && self.sides[1 - d].wscale.is_some();
             let o = &mut self.sides[1 - d];
+            o.busy_until(ts);
             let a = tcp.ack;
             let window = u64::from(tcp.window) << if both_scaled { scale.unwrap_or(0) } else { 0 };
             let window_changed = o.window.is_some_and(|w| w != window);
