@@ -8,10 +8,12 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 /// Causeway: find where time goes in a distributed system you cannot open up.
 ///
 /// Causeway reads what components say to each other (packets from pcap/pcapng captures,
-/// message traces) knowing nothing about the application. Inputs flow through a streaming
-/// timely dataflow in event time, in memory bounded by the window, not by the input. This
-/// version reports conversations, messages and input statistics, and generates synthetic
-/// traces with ground truth; path inference is not implemented yet.
+/// socket calls logged by its preload library, message traces, the kernel's TCP statistics)
+/// knowing nothing about the application. Inputs flow through a streaming timely dataflow in
+/// event time, in memory bounded by the window, not by the input. It infers the causal path
+/// patterns of requests with per-node delays and per-hop latencies (`analyze`), diagnoses TCP
+/// connections and what their problems share (`tcp`), and generates synthetic traces with
+/// ground truth (`generate`) to score against (`score`).
 #[derive(Debug, Parser)]
 #[command(
     name = "causeway",
