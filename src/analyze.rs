@@ -16,12 +16,12 @@ use causeway_operators::{
 use causeway_sinks::output::Output;
 use causeway_sinks::{SinkConfig, SinkSet};
 use causeway_sources::decode::{DecodeOptions, NodeGranularity};
-use causeway_sources::{Alignment, InputSpec, OriginId, Origins, SourceConfig};
+use causeway_sources::{Alignment, InputSpec, OriginId, Origins, RunControl, SourceConfig};
 
 use crate::bootstrap::{SampleSize, bootstrap};
 use crate::cli::{
     AggregateArg, AnalyzeArgs, DelayEstimateArg, EmitArg, EngineArgs, NodeGranularityArg,
-    OutputArgs, ProgressArg, SnapArgs, StatsArgs,
+    OutputArgs, ProgressArg, RunArgs, SnapArgs, StatsArgs,
 };
 use crate::engine::{self, Emit, Job, TcpJob};
 use crate::progress::Progress;
@@ -225,6 +225,7 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
         },
         tcp: tcp_job(&args.snap)?,
         live: None,
+        control: run_control(&args.run)?,
     };
     run_job(job, &args.output, &args.engine, args.top, args.rank.into())
 }
@@ -258,7 +259,37 @@ pub fn counting_job(inputs: Vec<InputSpec>, origins: Origins, lateness_ns: u64, 
         paths: PathsConfig::default(),
         tcp: TcpJob::default(),
         live: None,
+        control: RunControl::default(),
     }
+}
+
+/// A flag that Ctrl-C and SIGTERM set: the sources stop reading and the run finishes with
+/// what it has. A second signal exits at once (status 130).
+pub fn stop_on_signals() -> Result<Arc<std::sync::atomic::AtomicBool>> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&stop);
+    ctrlc::set_handler(move || {
+        if flag.swap(true, Ordering::SeqCst) {
+            std::process::exit(130);
+        }
+        eprintln!("causeway: stopping: finishing with what was read (again to quit at once)");
+    })
+    .map_err(|e| anyhow!("cannot handle Ctrl-C: {e}"))?;
+    Ok(stop)
+}
+
+/// Replay pacing and early stops from the command line; Ctrl-C and SIGTERM stop reading and
+/// let the run finish with what it has.
+pub fn run_control(args: &RunArgs) -> Result<RunControl> {
+    let stop = stop_on_signals()?;
+    Ok(RunControl {
+        speed: args.speed.0,
+        stop: Some(stop),
+        until: args.duration.map(|d| std::time::Instant::now() + d),
+        count: args.count,
+        ..RunControl::default()
+    })
 }
 
 /// TCP diagnosis settings from the command line.
@@ -310,11 +341,12 @@ pub fn stats(args: &StatsArgs) -> Result<()> {
         instances: false,
         problems: false,
     };
-    let job = counting_job(
+    let mut job = counting_job(
         inputs,
         origins,
         args.engine.lateness.as_nanos() as u64,
         emit,
     );
+    job.control = run_control(&args.run)?;
     run_job(job, &args.output, &args.engine, args.top, Rank::Expected)
 }

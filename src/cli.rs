@@ -145,7 +145,8 @@ pub struct TcpArgs {
     /// caller's network namespace; run under `ip netns exec NS` for another).
     #[arg(long)]
     pub live: bool,
-    /// With --live: stop after this long (else at Ctrl-C or SIGTERM).
+    /// Stop after this long (wall clock) and report what was read; a live run otherwise
+    /// stops at Ctrl-C or SIGTERM.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub duration: Option<Duration>,
     /// With --live: the poller's CPU budget, percent of one core (SNAP §7): above it the
@@ -396,6 +397,38 @@ pub struct EngineArgs {
     pub lateness: Duration,
 }
 
+/// Replay speed: `max`, or a factor such as `1`, `10x`, `0.5x`.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Speed(pub Option<f64>);
+
+/// Parses `max`, `1`, `10x`, `0.5x`.
+pub fn parse_speed(s: &str) -> Result<Speed, String> {
+    if s.eq_ignore_ascii_case("max") {
+        return Ok(Speed(None));
+    }
+    match s.trim_end_matches(['x', 'X']).parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() => Ok(Speed(Some(v))),
+        _ => Err(format!(
+            "`{s}`: expected max or a positive factor such as 1, 10x, 0.5x"
+        )),
+    }
+}
+
+/// Replaying inputs and ending a run early.
+#[derive(Debug, Args, Clone)]
+pub struct RunArgs {
+    /// Replay the inputs at their recorded pace times this factor (`1`, `10x`, `0.5x`), the
+    /// files merged in timestamp order; `max` reads as fast as possible.
+    #[arg(long, value_name = "SPEED", default_value = "max", value_parser = parse_speed)]
+    pub speed: Speed,
+    /// Stop reading after this long (wall clock) and report what was read.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Stop reading after N records (packets, rows, calls, samples) and report them.
+    #[arg(long, value_name = "N")]
+    pub count: Option<u64>,
+}
+
 /// `causeway analyze`.
 #[derive(Debug, Args)]
 pub struct AnalyzeArgs {
@@ -489,6 +522,9 @@ pub struct AnalyzeArgs {
     pub snap: SnapArgs,
     #[command(flatten)]
     #[allow(missing_docs)]
+    pub run: RunArgs,
+    #[command(flatten)]
+    #[allow(missing_docs)]
     pub output: OutputArgs,
     #[command(flatten)]
     #[allow(missing_docs)]
@@ -525,6 +561,9 @@ pub struct StatsArgs {
     /// Conversations listed in the table.
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub top: usize,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub run: RunArgs,
     #[command(flatten)]
     #[allow(missing_docs)]
     pub output: OutputArgs,

@@ -39,8 +39,8 @@ use causeway_sinks::{Deliver, Record, SinkError, SinkSet};
 use causeway_sources::decode::DecodeOptions;
 use causeway_sources::tcpstats::netlink::{LivePoller, PollerConfig};
 use causeway_sources::{
-    Alignment, InputSpec, ObservationReader, OriginId, Origins, ProgressCounter, SourceConfig,
-    SourceEvent, SourceStreams, Time, read_inputs,
+    Alignment, InputSpec, ObservationReader, OriginId, Origins, ProgressCounter, RunControl,
+    SourceConfig, SourceEvent, SourceStreams, Time, read_inputs,
 };
 use timely::dataflow::ProbeHandle;
 use timely::dataflow::operators::vec::{Broadcast, Map};
@@ -123,6 +123,8 @@ pub struct Job {
     pub tcp: TcpJob,
     /// The live TCP-statistics poller, when there is one.
     pub live: Option<LiveJob>,
+    /// Replay pacing and early stops.
+    pub control: RunControl,
 }
 
 /// TCP diagnosis settings (SNAP).
@@ -281,6 +283,7 @@ pub fn run(
                 scope,
                 readers,
                 job.source,
+                job.control.clone(),
                 &job.alignment,
                 Some(probe.clone()),
             );

@@ -2,14 +2,14 @@
 //! captures, or the live poller.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use anyhow::{Result, anyhow};
+use anyhow::Result;
 use causeway_operators::Rank;
+use causeway_sources::RunControl;
 use causeway_sources::tcpstats::netlink::PollerConfig;
 
-use crate::analyze::{counting_job, inputs, run_job, tcp_job};
+use crate::analyze::{counting_job, inputs, run_job, stop_on_signals, tcp_job};
 use crate::cli::TcpArgs;
 use crate::engine::{Emit, LiveJob};
 
@@ -17,11 +17,11 @@ use crate::engine::{Emit, LiveJob};
 pub fn run(args: &TcpArgs) -> Result<()> {
     let (specs, mut origins) = inputs(&args.inputs);
     let tcp = tcp_job(&args.snap)?;
+    // Ctrl-C and SIGTERM stop the poller and the reading of files alike; the run then
+    // reports what it has.
+    let stop = stop_on_signals()?;
+    let until = args.duration.map(|d| Instant::now() + d);
     let live = if args.live {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&stop);
-        ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst))
-            .map_err(|e| anyhow!("cannot handle Ctrl-C: {e}"))?;
         if !(args.cpu_budget > 0.0 && args.cpu_budget <= 100.0) {
             anyhow::bail!(
                 "--cpu-budget {} is not a percentage above 0",
@@ -37,8 +37,8 @@ pub fn run(args: &TcpArgs) -> Result<()> {
                 cpu_low: budget / 5.0,
                 ..PollerConfig::default()
             },
-            stop,
-            until: args.duration.map(|d| Instant::now() + d),
+            stop: Arc::clone(&stop),
+            until,
         })
     } else {
         None
@@ -56,5 +56,10 @@ pub fn run(args: &TcpArgs) -> Result<()> {
     let mut job = counting_job(specs, origins, args.engine.lateness.as_nanos() as u64, emit);
     job.tcp = tcp;
     job.live = live;
+    job.control = RunControl {
+        stop: Some(stop),
+        until,
+        ..RunControl::default()
+    };
     run_job(job, &args.output, &args.engine, args.top, Rank::Expected)
 }

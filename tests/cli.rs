@@ -493,3 +493,89 @@ fn generator_presets_are_valid_captures() {
     ]);
     assert!(records.iter().any(|r| r["protocol"] == "udp" && r["dst_endpoint"].as_str().unwrap().ends_with(":53")));
 }
+
+/// The final `stats` record of a `stats --format jsonl` run, and the records it analysed
+/// (read less skipped).
+fn analysed(records: &[serde_json::Value]) -> (serde_json::Value, u64) {
+    let st = records
+        .iter()
+        .find(|r| r["kind"] == "stats" && r["final"] == true)
+        .expect("final stats")
+        .clone();
+    let skipped: u64 = st["skipped"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    let n = st["records"].as_u64().unwrap() - skipped;
+    (st, n)
+}
+
+#[test]
+fn replay_speed_count_and_ctrl_c() {
+    let dir = scratch("replay");
+    generate(&dir, &["--preset", "multi-tier", "--messages", "3000"]);
+    let pcap = dir.join("mirror.pcap");
+    let pcap = pcap.to_str().unwrap();
+    let all = causeway_jsonl(&["stats", "--format", "jsonl", pcap]);
+    let (st, n) = analysed(&all);
+    let span_s = (st["last_ns"].as_u64().unwrap() - st["first_ns"].as_u64().unwrap()) as f64 / 1e9;
+    assert!(span_s > 1.0, "span {span_s}");
+
+    // At a speed that makes the trace last 1.5 s, the run takes about that long and reads
+    // everything, the same as at full speed.
+    let factor = span_s / 1.5;
+    let start = std::time::Instant::now();
+    let paced = causeway_jsonl(&[
+        "stats",
+        "--format",
+        "jsonl",
+        "--speed",
+        &format!("{factor}x"),
+        pcap,
+    ]);
+    let took = start.elapsed().as_secs_f64();
+    assert!(
+        (1.4..4.0).contains(&took),
+        "took {took} s for a 1.5 s replay"
+    );
+    assert_eq!(analysed(&paced).1, n);
+
+    // --count: exactly N records analysed; what was read ahead is counted as stopped.
+    let (st, counted) = analysed(&causeway_jsonl(&[
+        "stats", "--format", "jsonl", "--count", "500", pcap,
+    ]));
+    assert_eq!(counted, 500, "{st}");
+
+    // Ctrl-C during a real-time replay: the run stops reading, reports what it read and
+    // exits 0.
+    let child = Command::new(bin())
+        .args(["stats", "--format", "jsonl", "--speed", "1", pcap])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let start = std::time::Instant::now();
+    let killed = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(start.elapsed().as_secs_f64() < 2.0);
+    let records: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let (_, part) = analysed(&records);
+    assert!(part > 0 && part < n, "{part} of {n}");
+    std::fs::remove_dir_all(&dir).ok();
+}

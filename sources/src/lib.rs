@@ -35,7 +35,7 @@ pub use observation::{
     Address, Batch, Direction, Endpoint, MessageKind, Nanos, Packet, Protocol, SocketCall,
     TcpFields, TcpFlags, TraceRow, Transport,
 };
-pub use operator::{SourceConfig, SourceStreams, read_inputs};
+pub use operator::{RunControl, SourceConfig, SourceStreams, read_inputs};
 pub use origin::{Alignment, OriginId, Origins};
 pub use reader::ObservationReader;
 pub use stats::{SkipReason, SourceStats};

@@ -17,13 +17,19 @@
 //!   and counted in the origin's `late`. Whether a record is late depends only on its input's
 //!   order, never on batching or on how inputs are spread over workers.
 //! - **State**: one buffered batch per reader. Nothing grows with the input.
+//! - **Run control** ([`RunControl`]): with a replay speed, a record of event time `t` is
+//!   sent no earlier than `(t - t0) / speed` after the first record (`t0`) was; a stop flag
+//!   (Ctrl-C), a deadline or a record count end the reading early, and the run then finishes
+//!   as if the inputs had ended there.
 //! - **Back-pressure**: given a probe on the end of the dataflow, the operator stops reading
 //!   while its capability is more than `max_ahead_ns` past the probe's frontier, so a fast
 //!   worker cannot outrun a slow one by more than that much event time.
 //! - **Cost**: per record, one comparison per reader holding records; reading and decoding
 //!   are the readers' cost.
 
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 use timely::dataflow::operators::generic::OutputBuilder;
 use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
@@ -32,7 +38,7 @@ use timely::dataflow::{ProbeHandle, Scope, Stream};
 use crate::observation::{Batch, Nanos, Packet, SocketCall, TraceRow};
 use crate::origin::Alignment;
 use crate::reader::ObservationReader;
-use crate::stats::SourceStats;
+use crate::stats::{SkipReason, SourceStats};
 use crate::tcpstats::TcpSample;
 use crate::{SourceEvent, Time};
 
@@ -65,6 +71,53 @@ impl Default for SourceConfig {
     }
 }
 
+/// How a run replays its inputs and when it stops before they end. Shared by the workers of
+/// a process.
+#[derive(Clone, Debug, Default)]
+pub struct RunControl {
+    /// Replay speed, event time per wall-clock time (`None`: as fast as possible). The first
+    /// record any worker sends anchors event time to the wall clock.
+    pub speed: Option<f64>,
+    /// Stop reading when set (Ctrl-C, SIGTERM): what was read is analysed and reported.
+    pub stop: Option<Arc<AtomicBool>>,
+    /// Stop reading at this wall-clock instant.
+    pub until: Option<Instant>,
+    /// Stop after this many records over the process's workers.
+    pub count: Option<u64>,
+    /// Records sent so far, over the process's workers.
+    pub sent: Arc<AtomicU64>,
+    /// The pacing anchor: the first record's event time and when it was sent.
+    pub anchor: Arc<OnceLock<(Nanos, Instant)>>,
+}
+
+impl RunControl {
+    /// Whether reading should stop now.
+    pub fn stopped(&self) -> bool {
+        self.stop
+            .as_ref()
+            .is_some_and(|s| s.load(Ordering::Relaxed))
+            || self.until.is_some_and(|t| Instant::now() >= t)
+            || self
+                .count
+                .is_some_and(|n| self.sent.load(Ordering::Relaxed) >= n)
+    }
+
+    /// Whether records go out one at a time (pacing or a record limit).
+    fn one_by_one(&self) -> bool {
+        self.speed.is_some() || self.count.is_some()
+    }
+
+    /// How long to wait before sending a record of event time `ts`, if at all.
+    fn wait(&self, ts: Nanos) -> Option<Duration> {
+        let speed = self.speed?;
+        let (t0, wall0) = *self.anchor.get_or_init(|| (ts, Instant::now()));
+        let ahead = ts.saturating_sub(t0) as f64 / speed;
+        let due = wall0 + Duration::from_nanos(ahead as u64);
+        let now = Instant::now();
+        (due > now).then(|| due - now)
+    }
+}
+
 /// The streams a source produces.
 pub struct SourceStreams<'scope> {
     /// Captured packets.
@@ -86,6 +139,8 @@ struct Lane {
     pos: usize,
     done: bool,
     late: u64,
+    /// Records read but not sent because the run was stopped.
+    stopped: u64,
     /// Newest time sent so far.
     newest: Option<Nanos>,
     /// The origin's coarse clock offset: event time is raw time minus it.
@@ -159,6 +214,7 @@ trait Emit {
 struct Merger {
     lanes: Vec<Lane>,
     config: SourceConfig,
+    control: RunControl,
     activations: u64,
 }
 
@@ -185,9 +241,19 @@ impl Merger {
         Some(w - w % self.config.tick_ns.max(1))
     }
 
+    /// Stops every lane: their readers are not asked again, and what they hold is counted
+    /// as skipped (`stopped`).
+    fn stop(&mut self) {
+        for lane in &mut self.lanes {
+            lane.stopped += lane.batch.len().saturating_sub(lane.pos) as u64;
+            lane.done = true;
+            lane.pos = lane.batch.len();
+        }
+    }
+
     /// Sends up to about `budget` observations, in timestamp order across lanes, counting the
-    /// late ones.
-    fn emit(&mut self, out: &mut impl Emit) {
+    /// late ones. Returns how long to wait when replay pacing holds the next record back.
+    fn emit(&mut self, out: &mut impl Emit) -> Option<Duration> {
         let (size, budget, lateness) = (
             self.config.batch,
             self.config.budget,
@@ -205,9 +271,25 @@ impl Merger {
                     }
                 }
             }
-            let Some((i, _)) = best else { break };
+            let Some((i, head)) = best else { break };
+            if self.control.one_by_one() {
+                if self.control.stopped() {
+                    self.stop();
+                    break;
+                }
+                if let Some(wait) = self.control.wait(head) {
+                    return Some(wait);
+                }
+                let sent = self.control.sent.fetch_add(1, Ordering::Relaxed) + 1;
+                if self.control.count.is_some_and(|n| sent > n) {
+                    // Another worker sent the last one.
+                    self.stop();
+                    break;
+                }
+            }
+            let one_by_one = self.control.one_by_one();
             let lane = &mut self.lanes[i];
-            if holding == 1 && lane.pos == 0 {
+            if holding == 1 && lane.pos == 0 && !one_by_one {
                 // The only lane with records: pass its whole batch on.
                 let Lane {
                     batch,
@@ -242,7 +324,7 @@ impl Merger {
                 }
                 b.clear();
             } else {
-                let take = if holding == 1 {
+                let take = if holding == 1 && !one_by_one {
                     lane.batch.len() - lane.pos
                 } else {
                     1
@@ -271,6 +353,7 @@ impl Merger {
             }
             lane.refill(size);
         }
+        None
     }
 
     /// Count deltas and warnings; counts only every 64 activations unless `force`.
@@ -288,6 +371,9 @@ impl Merger {
             if counts_due || !lane.active() {
                 let mut stats: SourceStats = lane.reader.take_stats();
                 stats.late += std::mem::take(&mut lane.late);
+                for _ in 0..std::mem::take(&mut lane.stopped) {
+                    stats.skip(SkipReason::Stopped);
+                }
                 if !stats.is_empty() {
                     events.push(SourceEvent::Stats {
                         origin: lane.reader.origin(),
@@ -307,6 +393,7 @@ pub fn read_inputs<'scope>(
     scope: Scope<'scope, Time>,
     readers: Vec<Box<dyn ObservationReader>>,
     config: SourceConfig,
+    control: RunControl,
     alignment: &Alignment,
     probe: Option<ProbeHandle<Time>>,
 ) -> SourceStreams<'scope> {
@@ -331,12 +418,14 @@ pub fn read_inputs<'scope>(
             pos: 0,
             done: false,
             late: 0,
+            stopped: 0,
             newest: None,
         })
         .collect();
     let mut merger = Merger {
         lanes,
         config,
+        control,
         activations: 0,
     };
 
@@ -361,6 +450,9 @@ pub fn read_inputs<'scope>(
                     return;
                 }
             }
+            if merger.control.stopped() {
+                merger.stop();
+            }
             merger.refill();
             if let Some(w) = merger.watermark() {
                 if w > time {
@@ -369,7 +461,7 @@ pub fn read_inputs<'scope>(
                     }
                 }
             }
-            {
+            let wait = {
                 let mut packets = packets_out.activate();
                 let mut rows = rows_out.activate();
                 let mut calls = calls_out.activate();
@@ -380,8 +472,8 @@ pub fn read_inputs<'scope>(
                     calls: calls.session(&caps_now[2]),
                     tcp: tcp.session(&caps_now[3]),
                 };
-                merger.emit(&mut sessions);
-            }
+                merger.emit(&mut sessions)
+            };
             let finished = merger.finished();
             let batch = merger.events(finished);
             if !batch.is_empty() {
@@ -392,6 +484,9 @@ pub fn read_inputs<'scope>(
             }
             if finished {
                 caps = None;
+            } else if let Some(wait) = wait {
+                // Replay pacing; checks for a stop at least every 100 ms meanwhile.
+                activator.activate_after(wait.min(Duration::from_millis(100)));
             } else {
                 activator.activate();
             }

@@ -43,11 +43,14 @@ pub enum SkipReason {
     /// An `ss` record whose addresses are names, not numbers (`ss` run without `-n`, or with
     /// `-r`): it cannot be matched to packets.
     ResolvedName,
+    /// Read, but not analysed: the run was stopped (Ctrl-C, `--duration`, `--count`) while
+    /// the record waited in the reader's batch.
+    Stopped,
 }
 
 impl SkipReason {
     /// Every reason, in a fixed order.
-    pub const ALL: [SkipReason; 13] = [
+    pub const ALL: [SkipReason; 14] = [
         SkipReason::CorruptRecord,
         SkipReason::TruncatedRecord,
         SkipReason::UnknownBlock,
@@ -61,6 +64,7 @@ impl SkipReason {
         SkipReason::NoTimestamp,
         SkipReason::UnnamedSocket,
         SkipReason::ResolvedName,
+        SkipReason::Stopped,
     ];
 
     /// The snake_case name used in output.
@@ -79,6 +83,7 @@ impl SkipReason {
             SkipReason::NoTimestamp => "no_timestamp",
             SkipReason::UnnamedSocket => "unnamed_socket",
             SkipReason::ResolvedName => "resolved_name",
+            SkipReason::Stopped => "stopped",
         }
     }
 
