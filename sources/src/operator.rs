@@ -11,7 +11,8 @@
 //! - **Event time**: a record's raw time minus its origin's coarse clock offset
 //!   ([`Alignment`]), so that inputs whose clocks disagree by hours meet in time.
 //! - **Watermark**: per reader, the newest time it has sent (or, before it has sent anything,
-//!   its first record's time) minus the allowed lateness; the operator's capability follows
+//!   its first record's time; for a live reader holding nothing, its clock) minus the
+//!   allowed lateness; the operator's capability follows
 //!   the minimum over active readers. A record more than the allowed lateness older than the
 //!   newest record its reader sent before it is late: it is still sent (at the capability)
 //!   and counted in the origin's `late`. Whether a record is late depends only on its input's
@@ -181,9 +182,14 @@ impl Lane {
 
     /// The lane's watermark: no on-time record from it will be older.
     fn watermark(&self, lateness: Nanos) -> Option<Nanos> {
-        self.newest
-            .or_else(|| self.head_ts())
-            .map(|t| t.saturating_sub(lateness))
+        let seen = self.newest.or_else(|| self.head_ts());
+        // A live reader's clock moves on while it has nothing to say.
+        let clock = self
+            .reader
+            .clock_now()
+            .filter(|_| self.pos >= self.batch.len())
+            .map(|t| t.saturating_add_signed(-self.offset));
+        seen.max(clock).map(|t| t.saturating_sub(lateness))
     }
 }
 

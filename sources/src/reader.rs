@@ -6,7 +6,7 @@
 use std::io::Read;
 
 use crate::decode::{DecodeOptions, IpVersion, decode};
-use crate::observation::{Batch, Protocol};
+use crate::observation::{Batch, Nanos, Protocol};
 use crate::origin::OriginId;
 use crate::pcap::{Damage, FrameReader};
 use crate::stats::SourceStats;
@@ -32,6 +32,12 @@ pub trait ObservationReader: Send {
     /// it gets records, so that the rest of the dataflow keeps running meanwhile.
     fn is_live(&self) -> bool {
         false
+    }
+    /// For a live reader whose records are stamped by the host's clock as they are made: that
+    /// clock now (ns since the epoch). No record it sends later is older, so the watermark can
+    /// follow it while the input is quiet (a poller with no sockets to report, say).
+    fn clock_now(&self) -> Option<Nanos> {
+        None
     }
 }
 

@@ -1383,6 +1383,13 @@ impl ObservationReader for LivePoller {
         true
     }
 
+    fn clock_now(&self) -> Option<crate::observation::Nanos> {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()
+            .map(|d| d.as_nanos() as u64)
+    }
+
     fn read_batch(&mut self, max: usize, out: &mut Batch) -> bool {
         if !self.pending.is_empty() {
             self.deliver(max, out);
