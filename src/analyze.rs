@@ -67,6 +67,11 @@ pub fn run_job(
     if engine_args.process == 0 && sinks.is_empty() {
         sinks.push(config.build(&job.origins)?);
     }
+    if engine_args.process == 0 {
+        for spec in &output.sinks {
+            sinks.push(causeway_sinks::build_spec(spec, &job.origins).map_err(|e| anyhow!(e))?);
+        }
+    }
     let sinks = SinkSet::new(sinks);
     let show = match output.progress {
         ProgressArg::Always => true,

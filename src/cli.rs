@@ -358,6 +358,11 @@ pub struct OutputArgs {
     /// Write results to FILE instead of stdout.
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// Another destination for every record, besides the main output (repeatable):
+    /// `jsonl:PATH` (JSON lines; `jsonl:-` for stdout) or `exec:COMMAND` (JSON lines piped
+    /// into `sh -c COMMAND`, e.g. an alert script; it is waited for at the end).
+    #[arg(long = "sink", value_name = "KIND:TARGET")]
+    pub sinks: Vec<String>,
     /// Progress on stderr while inputs are read: auto (a bar when stderr is a terminal),
     /// always (also a line every 5 s when it is not, for logs) or never.
     #[arg(long, value_enum, default_value_t = ProgressArg::Auto)]

@@ -579,3 +579,44 @@ fn replay_speed_count_and_ctrl_c() {
     assert!(part > 0 && part < n, "{part} of {n}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn extra_sinks_receive_every_record() {
+    let dir = scratch("sinks");
+    generate(&dir, &["--preset", "multi-tier", "--messages", "500"]);
+    let pcap = dir.join("mirror.pcap");
+    let piped = dir.join("piped.jsonl");
+    let side = dir.join("side.jsonl");
+    let main = causeway_jsonl(&[
+        "stats",
+        "--format",
+        "jsonl",
+        "--sink",
+        &format!("exec:cat > {}", piped.display()),
+        "--sink",
+        &format!("jsonl:{}", side.display()),
+        pcap.to_str().unwrap(),
+    ]);
+    assert!(main.len() > 1);
+    for file in [&piped, &side] {
+        let lines: Vec<serde_json::Value> = std::fs::read_to_string(file)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines, main, "{}", file.display());
+    }
+    // A command that stops reading is an error that names it, not a silent loss.
+    let out = causeway(&[
+        "stats",
+        "--format",
+        "jsonl",
+        "--sink",
+        "exec:exit 4",
+        pcap.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("exec `exit 4`"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -6,11 +6,12 @@
 //! sinks are built from it before the dataflow starts, so a bad output path fails at once.
 //!
 //! Built-in sinks: [`table`] (a summary for people), [`jsonl`] (the JSON-lines output contract,
-//! and the single JSON array of `--format json`).
+//! and the single JSON array of `--format json`), [`exec`] (JSON lines piped into a command).
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod deliver;
+pub mod exec;
 pub mod jsonl;
 pub mod output;
 pub mod record;
@@ -77,6 +78,24 @@ pub struct SinkConfig {
     pub top: usize,
     /// For tables: how path patterns are ranked.
     pub rank: causeway_operators::Rank,
+}
+
+/// An extra sink named on the command line: `jsonl:PATH` (`jsonl:-` for stdout) or
+/// `exec:COMMAND`.
+pub fn build_spec(spec: &str, origins: &Origins) -> Result<Box<dyn Sink>, String> {
+    match spec.split_once(':') {
+        Some(("jsonl", path)) if !path.is_empty() => {
+            let path = (path != "-").then(|| PathBuf::from(path));
+            let out = output::Output::open(path.as_deref()).map_err(|e| e.to_string())?;
+            Ok(Box::new(jsonl::JsonLines::new(out, origins.clone())))
+        }
+        Some(("exec", command)) if !command.trim().is_empty() => Ok(Box::new(
+            exec::Exec::spawn(command, origins.clone()).map_err(|e| e.to_string())?,
+        )),
+        _ => Err(format!(
+            "--sink {spec}: expected jsonl:PATH (jsonl:- for stdout) or exec:COMMAND"
+        )),
+    }
 }
 
 impl SinkConfig {
