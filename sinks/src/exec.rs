@@ -55,12 +55,17 @@ impl Exec {
     }
 
     fn exited(&mut self, what: &str) -> SinkError {
-        let status = self
-            .child
-            .try_wait()
-            .ok()
-            .flatten()
-            .map_or("still running".to_owned(), |s| s.to_string());
+        // A command that closed its stdin is usually exiting: give it a moment to say how.
+        let deadline = Instant::now() + Duration::from_secs(1);
+        let status = loop {
+            match self.child.try_wait() {
+                Ok(Some(s)) => break s.to_string(),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                _ => break "still running".to_owned(),
+            }
+        };
         SinkError::Io {
             target: format!("exec `{}`", self.command),
             source: std::io::Error::other(format!(
