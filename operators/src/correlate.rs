@@ -315,26 +315,33 @@ impl Correlator {
                 continue;
             }
             let len = (end - first) as usize;
-            let vector = |id: &ConnId, problems: &[usize]| -> Vec<f64> {
-                let mut v = vec![0.0; len * problems.len()];
-                if let Some(c) = self.conns.get(id) {
-                    for (&b, times) in c.buckets.range(first..end) {
-                        for (j, &p) in problems.iter().enumerate() {
-                            v[j * len + (b - first) as usize] += times[p] as f64;
+            // Each connection's time per problem per bucket, built once for every group.
+            let rows: Vec<(ConnId, [Vec<f64>; 5])> = ids
+                .iter()
+                .map(|id| {
+                    let mut r: [Vec<f64>; 5] = std::array::from_fn(|_| vec![0.0; len]);
+                    if let Some(c) = self.conns.get(id) {
+                        for (&b, times) in c.buckets.range(first..end) {
+                            for (p, row) in r.iter_mut().enumerate() {
+                                row[(b - first) as usize] += times[p] as f64;
+                            }
                         }
                     }
-                }
-                v
-            };
+                    (*id, r)
+                })
+                .collect();
             let mut best: Option<Correlation> = None;
             for group in GROUPS {
-                let mut having: Vec<(f64, ConnId, Vec<f64>)> = ids
+                // (total, id, the group's time per bucket, the connection's rows)
+                let mut having: Vec<(f64, ConnId, Vec<f64>, &[Vec<f64>; 5])> = rows
                     .iter()
-                    .map(|id| {
-                        let v = vector(id, group);
-                        (v.iter().sum::<f64>(), *id, v)
+                    .map(|(id, r)| {
+                        let v: Vec<f64> = (0..len)
+                            .map(|i| group.iter().map(|&p| r[p][i]).sum())
+                            .collect();
+                        (v.iter().sum::<f64>(), *id, v, r)
                     })
-                    .filter(|(total, _, _)| *total > 0.0)
+                    .filter(|(total, ..)| *total > 0.0)
                     .collect();
                 if having.len() < self.config.min_connections.max(2) {
                     continue;
@@ -342,34 +349,17 @@ impl Correlator {
                 let healthy = ids.len() - having.len();
                 having.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
                 having.truncate(self.config.max_members);
-                // Per-bucket series (summed over the group's problems).
                 let series: Vec<f64> = (0..len)
-                    .map(|i| {
-                        having
-                            .iter()
-                            .map(|(_, _, v)| (0..group.len()).map(|j| v[j * len + i]).sum::<f64>())
-                            .sum::<f64>()
-                            / 1e6
-                    })
+                    .map(|i| having.iter().map(|(_, _, v, _)| v[i]).sum::<f64>() / 1e6)
                     .collect();
-                let merged: Vec<Vec<f64>> = having
-                    .iter()
-                    .map(|(_, _, v)| {
-                        (0..len)
-                            .map(|i| (0..group.len()).map(|j| v[j * len + i]).sum())
-                            .collect()
-                    })
-                    .collect();
+                let merged: Vec<Vec<f64>> = having.iter().map(|(_, _, v, _)| v.clone()).collect();
                 let value = acc(&merged, healthy);
                 let problem = *group
                     .iter()
                     .max_by_key(|&&p| {
                         having
                             .iter()
-                            .map(|(_, _, v)| {
-                                let j = group.iter().position(|&q| q == p).unwrap_or(0);
-                                v[j * len..(j + 1) * len].iter().sum::<f64>() as u64
-                            })
+                            .map(|(_, _, _, r)| r[p].iter().sum::<f64>() as u64)
                             .sum::<u64>()
                     })
                     .unwrap_or(&group[0]);
@@ -382,10 +372,7 @@ impl Correlator {
                     value > b.acc + 0.01 || (value > b.acc - 0.01 && total > b_total)
                 };
                 if best.as_ref().is_none_or(better) {
-                    let all: Vec<Vec<f64>> = having
-                        .iter()
-                        .map(|(_, id, _)| vector(id, &[0, 1, 2, 3, 4]))
-                        .collect();
+                    let all: Vec<Vec<f64>> = having.iter().map(|(_, _, _, r)| r.concat()).collect();
                     best = Some(Correlation {
                         scope,
                         name: name.clone(),
@@ -401,7 +388,7 @@ impl Correlator {
                         flows: having
                             .iter()
                             .take(10)
-                            .filter_map(|(_, id, _)| Some(self.conns.get(id)?.flow.clone()))
+                            .filter_map(|(_, id, _, _)| Some(self.conns.get(id)?.flow.clone()))
                             .collect(),
                         also: Vec::new(),
                     });

@@ -254,9 +254,14 @@ impl ConnState {
             let last_tx = s.last_tx_ns.replace(ts);
             match s.nxt {
                 Some(nxt) if before(tcp.seq, nxt) => {
-                    let first = s.outstanding.iter_mut().find(|g| before(tcp.seq, g.end));
-                    let sent = first.as_ref().map(|g| g.sent_ns);
-                    if let Some(g) = first {
+                    // The segments it resends (Karn: no RTT sample from them), in one pass:
+                    // the one holding its first byte, then those it covers.
+                    let mut sent = None;
+                    for g in s.outstanding.iter_mut().filter(|g| before(tcp.seq, g.end)) {
+                        if sent.is_some() && before(end, g.end) {
+                            break;
+                        }
+                        sent.get_or_insert(g.sent_ns);
                         g.retransmitted = true;
                     }
                     // How long the sender had been silent: a timeout is a stall of at
@@ -272,11 +277,6 @@ impl ConnState {
                         s.after_rto = true;
                     } else if !s.after_rto {
                         s.acc.fast += 1;
-                    }
-                    for g in s.outstanding.iter_mut() {
-                        if before(tcp.seq, g.end) && !before(end, g.end) {
-                            g.retransmitted = true;
-                        }
                     }
                     if before(nxt, end) {
                         s.nxt = Some(end);
