@@ -152,6 +152,9 @@ pub enum Correlated {
 /// by its best group.
 const GROUPS: [&[usize]; 6] = [&[0], &[1], &[2], &[1, 2], &[3], &[4]];
 
+/// A connection's time per problem (in [`Problem::CORRELATED`]'s order) per bucket.
+type Rows = [Vec<f64>; 5];
+
 struct ConnState {
     resources: Vec<(Scope, String)>,
     /// The direction named in reports: the first with a problem.
@@ -316,10 +319,10 @@ impl Correlator {
             }
             let len = (end - first) as usize;
             // Each connection's time per problem per bucket, built once for every group.
-            let rows: Vec<(ConnId, [Vec<f64>; 5])> = ids
+            let rows: Vec<(ConnId, Rows)> = ids
                 .iter()
                 .map(|id| {
-                    let mut r: [Vec<f64>; 5] = std::array::from_fn(|_| vec![0.0; len]);
+                    let mut r: Rows = std::array::from_fn(|_| vec![0.0; len]);
                     if let Some(c) = self.conns.get(id) {
                         for (&b, times) in c.buckets.range(first..end) {
                             for (p, row) in r.iter_mut().enumerate() {
@@ -333,7 +336,7 @@ impl Correlator {
             let mut best: Option<Correlation> = None;
             for group in GROUPS {
                 // (total, id, the group's time per bucket, the connection's rows)
-                let mut having: Vec<(f64, ConnId, Vec<f64>, &[Vec<f64>; 5])> = rows
+                let mut having: Vec<(f64, ConnId, Vec<f64>, &Rows)> = rows
                     .iter()
                     .map(|(id, r)| {
                         let v: Vec<f64> = (0..len)
