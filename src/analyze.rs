@@ -25,6 +25,7 @@ use crate::cli::{
 };
 use crate::engine::{self, Emit, Job, TcpJob};
 use crate::progress::Progress;
+use causeway_operators::AlertConfig;
 use causeway_operators::correlate::CorrelateConfig;
 use causeway_operators::problem::SnapConfig;
 use causeway_operators::resources::Resources;
@@ -169,6 +170,7 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
             patterns: args.emit.contains(&EmitArg::Patterns),
             instances: args.emit.contains(&EmitArg::Instances),
             problems: args.emit.contains(&EmitArg::Problems),
+            alerts: !args.alert.is_empty(),
         },
         stats_every: args.emit_every.map(|d| d.as_nanos() as u64),
         decode: DecodeOptions {
@@ -231,6 +233,10 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
         tcp: tcp_job(&args.snap)?,
         live: None,
         control: run_control(&args.run)?,
+        alerts: AlertConfig {
+            rules: args.alert.clone(),
+            window_ns: args.window.as_nanos() as u64,
+        },
     };
     run_job(job, &args.output, &args.engine, args.top, args.rank.into())
 }
@@ -265,6 +271,7 @@ pub fn counting_job(inputs: Vec<InputSpec>, origins: Origins, lateness_ns: u64, 
         tcp: TcpJob::default(),
         live: None,
         control: RunControl::default(),
+        alerts: AlertConfig::default(),
     }
 }
 
@@ -345,6 +352,7 @@ pub fn stats(args: &StatsArgs) -> Result<()> {
         patterns: false,
         instances: false,
         problems: false,
+        alerts: false,
     };
     let mut job = counting_job(
         inputs,

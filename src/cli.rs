@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use causeway_operators::AlertRule;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// Causeway: find where time goes in a distributed system you cannot open up.
@@ -522,6 +523,22 @@ pub struct AnalyzeArgs {
         help_heading = "Paths"
     )]
     pub max_patterns: usize,
+    /// Raise an `alert` record, sent to every sink, when a rule starts to hold (and a
+    /// `resolved` one when it stops); repeatable. Judged over the sliding --window at every
+    /// snapshot (--emit-every). Rules:
+    ///   new-pattern                      a path pattern not seen in the first window
+    ///   pattern.p99 > 200ms              end-to-end latency (mean, p50, p90, p99)
+    ///   pattern.count < 10               instances in the window (count, expected)
+    ///   node.delay.mean > 2x baseline    a node's delay against its own moving average
+    ///   hop.network.p99 > 5ms            one-way network latency of a hop
+    /// Operators: > >= < <=. Prefix `critical:` for critical alerts (default warning).
+    #[arg(
+        long,
+        value_name = "RULE",
+        help_heading = "Alerts",
+        verbatim_doc_comment
+    )]
+    pub alert: Vec<AlertRule>,
     #[command(flatten)]
     #[allow(missing_docs)]
     pub snap: SnapArgs,

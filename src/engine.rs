@@ -29,6 +29,7 @@ use causeway_operators::problem::SnapConfig;
 use causeway_operators::resources::Resources;
 use causeway_operators::snap::{SampleDeltas, Snap};
 use causeway_operators::tcp_packets::TcpPackets;
+use causeway_operators::{AlertConfig, AlertRules};
 use causeway_operators::{
     Bounds, BuildPaths, CallMessages, CallsConfig, Clock, ClockConfig, CollectStats, Correct,
     FlowConfig, Flows, Fold, FoldConfig, Homes, Link, LinkConfig, Merger, MessageSamples, Names,
@@ -68,6 +69,8 @@ pub struct Emit {
     pub instances: bool,
     /// TCP problems per connection (SNAP), correlations and alerts.
     pub problems: bool,
+    /// Alerts from `--alert` rules over the path patterns.
+    pub alerts: bool,
 }
 
 impl Emit {
@@ -78,7 +81,7 @@ impl Emit {
 
     /// Whether messages are linked into paths.
     fn paths(&self) -> bool {
-        self.patterns || self.instances
+        self.patterns || self.instances || self.alerts
     }
 }
 
@@ -125,6 +128,8 @@ pub struct Job {
     pub live: Option<LiveJob>,
     /// Replay pacing and early stops.
     pub control: RunControl,
+    /// `--alert` rules.
+    pub alerts: AlertConfig,
 }
 
 /// TCP diagnosis settings (SNAP).
@@ -363,15 +368,20 @@ pub fn run(
                     .concatenate([messages, from_rows, from_calls])
                     .correct(estimates, job.clock.lateness_ns, Arc::clone(&job.alignment));
                 if job.emit.paths() {
-                    let paths = messages
-                        .clone()
-                        .link(job.link)
-                        .paths(job.paths.clone())
-                        .map(|r| match r {
-                            PathRecord::Pattern(p) => Record::Pattern(p),
-                            PathRecord::Instance(i) => Record::Instance(i),
+                    let paths = messages.clone().link(job.link).paths(job.paths.clone());
+                    if job.emit.alerts {
+                        let patterns = paths.clone().flat_map(|r| match r {
+                            PathRecord::Pattern(p) => Some(p),
+                            PathRecord::Instance(_) => None,
                         });
-                    outputs.push(paths);
+                        outputs.push(patterns.alert_rules(job.alerts.clone()).map(Record::Alert));
+                    }
+                    let (patterns, instances) = (job.emit.patterns, job.emit.instances);
+                    outputs.push(paths.flat_map(move |r| match r {
+                        PathRecord::Pattern(p) if patterns => Some(Record::Pattern(p)),
+                        PathRecord::Instance(i) if instances => Some(Record::Instance(i)),
+                        _ => None,
+                    }));
                 }
                 if job.emit.messages {
                     outputs.push(messages.map(Record::Message));

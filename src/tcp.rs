@@ -52,6 +52,7 @@ pub fn run(args: &TcpArgs) -> Result<()> {
         patterns: false,
         instances: false,
         problems: true,
+        alerts: false,
     };
     let mut job = counting_job(specs, origins, args.engine.lateness.as_nanos() as u64, emit);
     job.tcp = tcp;

@@ -49,6 +49,7 @@ use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::Operator;
 
 use crate::FastMap;
+use crate::alert::Alert;
 use crate::problem::{ConnId, Evidence, Problem, SnapConfig, classify};
 use crate::resources::{Resources, Scope};
 
@@ -121,21 +122,6 @@ pub struct Correlation {
     /// Other resources shared by exactly the same connections (`host 10.0.0.2`, `app
     /// web`): one finding, reported once, under the link if there is one, else the host.
     pub also: Vec<String>,
-}
-
-/// An alert: something a user should look at now.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Alert {
-    /// What raised it (`correlate`).
-    pub source: String,
-    /// `warning` or `critical`.
-    pub severity: String,
-    /// One line for people.
-    pub message: String,
-    /// Event time it refers to, ns.
-    pub time_ns: Time,
-    /// The correlation behind it.
-    pub correlation: Option<Correlation>,
 }
 
 /// What `correlate` emits.
@@ -441,6 +427,7 @@ impl Correlator {
                         ),
                         time_ns: now,
                         correlation: Some(c.clone()),
+                        rule: None,
                     }));
                     out.push(Correlated::Correlation(c.clone()));
                     reported.insert(key, now);

@@ -17,7 +17,8 @@
 //! - [`snap`]: TCP statistics to per-interval evidence (`snap.deltas`) and SNAP's
 //!   per-connection classification (`snap`); [`tcp_packets`]: the same evidence from
 //!   packets (`tcp.packets`); [`correlate`]: problems shared by the connections of a host,
-//!   link or application (SNAP §2.3).
+//!   link or application (SNAP §2.3);
+//! - [`alert`]: alerts from `--alert` rules over the path patterns.
 //!
 //! Shared types: [`Message`], [`Domain`] (clock domains), [`Names`] (address to node name),
 //! [`Homes`] (which sniffer is nearest each host), [`PatternNode`] (path pattern shapes and
@@ -66,6 +67,7 @@ pub(crate) fn follow_frontier_one(
     }
 }
 
+pub mod alert;
 pub mod clock;
 pub mod conn;
 pub mod correlate;
@@ -89,6 +91,7 @@ pub mod stats;
 pub mod tcp_packets;
 pub mod topology;
 
+pub use alert::{Alert, AlertConfig, AlertRule, AlertRules, RuleFinding};
 pub use clock::{
     Bounds, Clock, ClockConfig, ClockOffset, Correct, DelayBounds, DelaySample, MessageSamples,
 };

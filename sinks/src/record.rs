@@ -5,7 +5,8 @@
 
 use std::collections::BTreeMap;
 
-use causeway_operators::correlate::{Alert, Correlation};
+use causeway_operators::Alert;
+use causeway_operators::correlate::Correlation;
 use causeway_operators::problem::ConnProblem;
 use causeway_operators::{
     ClockOffset, Domain, Flow, HopStats, Message, NatMapping, OriginStats, PathInstance,
@@ -192,8 +193,28 @@ impl Record {
                     "message": a.message,
                     "time_ns": a.time_ns,
                 });
-                if let (Value::Object(o), Some(c)) = (&mut v, &a.correlation) {
-                    o.insert("correlation".into(), correlation_json(c));
+                if let Value::Object(o) = &mut v {
+                    if let Some(c) = &a.correlation {
+                        o.insert("correlation".into(), correlation_json(c));
+                    }
+                    if let Some(r) = &a.rule {
+                        o.insert("rule".into(), json!(r.rule));
+                        o.insert("state".into(), json!(r.state));
+                        o.insert("scope".into(), json!(r.scope));
+                        o.insert("subject".into(), json!(r.subject));
+                        for (name, value) in [
+                            ("value", r.value),
+                            ("threshold", r.threshold),
+                            ("baseline", r.baseline),
+                        ] {
+                            if let Some(x) = value {
+                                o.insert(name.into(), json!(x));
+                            }
+                        }
+                        if let Some(p) = &r.pattern {
+                            o.insert("pattern".into(), json!(p));
+                        }
+                    }
                 }
                 v
             }
