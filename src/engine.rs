@@ -306,7 +306,7 @@ pub fn run(
                         .correlate(t.correlate, Arc::clone(&t.resources))
                         .map(|c| match c {
                             Correlated::Correlation(c) => Record::Correlation(c),
-                            Correlated::Alert(a) => Record::Alert(a),
+                            Correlated::Alert(a) => Record::Alert(*a),
                         }),
                 );
             }

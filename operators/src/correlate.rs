@@ -130,7 +130,7 @@ pub enum Correlated {
     /// A set with a common problem.
     Correlation(Correlation),
     /// A set newly found.
-    Alert(Alert),
+    Alert(Box<Alert>),
 }
 
 /// The problems correlated: send buffer, fast retransmissions, timeouts, losses of either
@@ -418,7 +418,7 @@ impl Correlator {
             let key = (c.scope, c.name.clone(), c.problem);
             match self.reported.get(&key) {
                 None => {
-                    out.push(Correlated::Alert(Alert {
+                    out.push(Correlated::Alert(Box::new(Alert {
                         source: "correlate".to_owned(),
                         severity: "warning".to_owned(),
                         message: format!(
@@ -428,7 +428,7 @@ impl Correlator {
                         time_ns: now,
                         correlation: Some(c.clone()),
                         rule: None,
-                    }));
+                    })));
                     out.push(Correlated::Correlation(c.clone()));
                     reported.insert(key, now);
                 }
