@@ -14,7 +14,7 @@ use causeway_operators::{
     Names, NatConfig, PathsConfig, Rank, ReconcileConfig,
 };
 use causeway_sinks::output::Output;
-use causeway_sinks::{SinkConfig, SinkSet};
+use causeway_sinks::{Buffered, SinkConfig, SinkSet};
 use causeway_sources::decode::{DecodeOptions, NodeGranularity};
 use causeway_sources::{Alignment, InputSpec, OriginId, Origins, RunControl, SourceConfig};
 
@@ -70,7 +70,13 @@ pub fn run_job(
     }
     if engine_args.process == 0 {
         for spec in &output.sinks {
-            sinks.push(causeway_sinks::build_spec(spec, &job.origins).map_err(|e| anyhow!(e))?);
+            let sink = causeway_sinks::build_spec(spec, &job.origins).map_err(|e| anyhow!(e))?;
+            sinks.push(Box::new(Buffered::new(
+                spec,
+                sink,
+                output.sink_buffer,
+                output.sink_when_full.into(),
+            )?));
         }
     }
     let sinks = SinkSet::new(sinks);

@@ -20,6 +20,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
     name = "causeway",
     version,
     propagate_version = true,
+    args_override_self = true,
     max_term_width = 100
 )]
 pub struct Cli {
@@ -364,10 +365,36 @@ pub struct OutputArgs {
     /// into `sh -c COMMAND`, e.g. an alert script; it is waited for at the end).
     #[arg(long = "sink", value_name = "KIND:TARGET")]
     pub sinks: Vec<String>,
+    /// Records each --sink may hold while it catches up (it runs on a thread of its own; the
+    /// main output is written in line and always blocks).
+    #[arg(long, value_name = "N", default_value_t = 65_536)]
+    pub sink_buffer: usize,
+    /// What a --sink whose buffer is full does: block (wait; nothing is lost, the run slows
+    /// down) or drop-newest (drop the record, count it, report the count at the end).
+    #[arg(long, value_enum, default_value_t = WhenFullArg::Block)]
+    pub sink_when_full: WhenFullArg,
     /// Progress on stderr while inputs are read: auto (a bar when stderr is a terminal),
     /// always (also a line every 5 s when it is not, for logs) or never.
     #[arg(long, value_enum, default_value_t = ProgressArg::Auto)]
     pub progress: ProgressArg,
+}
+
+/// What a full sink buffer does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum WhenFullArg {
+    /// Wait for room.
+    Block,
+    /// Drop the newest record and count it.
+    DropNewest,
+}
+
+impl From<WhenFullArg> for causeway_sinks::WhenFull {
+    fn from(w: WhenFullArg) -> Self {
+        match w {
+            WhenFullArg::Block => causeway_sinks::WhenFull::Block,
+            WhenFullArg::DropNewest => causeway_sinks::WhenFull::DropNewest,
+        }
+    }
 }
 
 /// When to show progress.
@@ -433,6 +460,10 @@ pub struct RunArgs {
     /// Stop reading after N records (packets, rows, calls, samples) and report them.
     #[arg(long, value_name = "N")]
     pub count: Option<u64>,
+    /// Settings in TOML, named as the long options (`emit-every = "10s"`, `alert = [...]`,
+    /// `sink = [...]`, `inputs = [...]`); the command line overrides them, lists add up.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
 }
 
 /// `causeway analyze`.

@@ -16,4 +16,5 @@ pub mod engine;
 pub mod generate;
 pub mod progress;
 pub mod score;
+pub mod settings;
 pub mod tcp;

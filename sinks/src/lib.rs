@@ -10,6 +10,7 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod buffer;
 pub mod deliver;
 pub mod exec;
 pub mod jsonl;
@@ -21,6 +22,7 @@ use std::path::PathBuf;
 
 use causeway_sources::{Origins, Time};
 
+pub use buffer::{Buffered, WhenFull};
 pub use deliver::{Deliver, SinkSet};
 pub use record::{Record, SCHEMA};
 
