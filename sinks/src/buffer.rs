@@ -190,11 +190,12 @@ mod tests {
     }
 
     fn record(n: u64) -> Record {
-        let mut stats = causeway_sources::SourceStats::default();
-        stats.records = n;
         Record::Stats(OriginStats {
             origin: OriginId(0),
-            stats,
+            stats: causeway_sources::SourceStats {
+                records: n,
+                ..Default::default()
+            },
             last: false,
         })
     }
