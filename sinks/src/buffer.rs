@@ -200,10 +200,12 @@ mod tests {
         })
     }
 
+    type Shared<T> = Arc<Mutex<T>>;
+
     fn slow(
         pause_ms: u64,
         fail_after: Option<usize>,
-    ) -> (Box<Slow>, Arc<Mutex<Vec<u64>>>, Arc<Mutex<bool>>) {
+    ) -> (Box<Slow>, Shared<Vec<u64>>, Shared<bool>) {
         let got = Arc::new(Mutex::new(Vec::new()));
         let finished = Arc::new(Mutex::new(false));
         (
