@@ -69,6 +69,7 @@ pub fn run_job(
         sinks.push(config.build(&job.origins)?);
     }
     if engine_args.process == 0 {
+        sinks.extend(crate::entry::extra_sinks(&job.origins)?);
         for spec in &output.sinks {
             let sink = causeway_sinks::build_spec(spec, &job.origins).map_err(|e| anyhow!(e))?;
             sinks.push(Box::new(Buffered::new(

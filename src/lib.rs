@@ -13,8 +13,12 @@ pub mod capture;
 pub mod cli;
 pub mod demo;
 pub mod engine;
+pub mod entry;
 pub mod generate;
 pub mod progress;
 pub mod score;
 pub mod settings;
 pub mod tcp;
+
+pub use causeway_sinks as sinks;
+pub use entry::{SinkFactory, main_with};
