@@ -6,16 +6,20 @@
 //! sinks are built from it before the dataflow starts, so a bad output path fails at once.
 //!
 //! Built-in sinks: [`table`] (a summary for people), [`jsonl`] (the JSON-lines output contract,
-//! and the single JSON array of `--format json`), [`exec`] (JSON lines piped into a command).
+//! and the single JSON array of `--format json`), [`exec`] (JSON lines piped into a command),
+//! [`webhook`] (alerts POSTed to a URL through an on-disk queue), [`metrics`] (the latest
+//! state served in the Prometheus text format).
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod deliver;
 pub mod exec;
 pub mod jsonl;
+pub mod metrics;
 pub mod output;
 pub mod record;
 pub mod table;
+pub mod webhook;
 
 use std::path::PathBuf;
 
@@ -80,9 +84,25 @@ pub struct SinkConfig {
     pub rank: causeway_operators::Rank,
 }
 
-/// An extra sink named on the command line: `jsonl:PATH` (`jsonl:-` for stdout) or
-/// `exec:COMMAND`.
+/// An extra sink named on the command line: `jsonl:PATH` (`jsonl:-` for stdout),
+/// `exec:COMMAND` or `webhook:URL` (with default [`webhook::WebhookOptions`]).
 pub fn build_spec(spec: &str, origins: &Origins) -> Result<Box<dyn Sink>, String> {
+    build_spec_with(spec, origins, &SpecOptions::default())
+}
+
+/// Settings of the extra sinks that take more than their spec.
+#[derive(Clone, Debug, Default)]
+pub struct SpecOptions {
+    /// For `webhook:URL`.
+    pub webhook: webhook::WebhookOptions,
+}
+
+/// [`build_spec`] with settings.
+pub fn build_spec_with(
+    spec: &str,
+    origins: &Origins,
+    options: &SpecOptions,
+) -> Result<Box<dyn Sink>, String> {
     match spec.split_once(':') {
         Some(("jsonl", path)) if !path.is_empty() => {
             let path = (path != "-").then(|| PathBuf::from(path));
@@ -92,8 +112,12 @@ pub fn build_spec(spec: &str, origins: &Origins) -> Result<Box<dyn Sink>, String
         Some(("exec", command)) if !command.trim().is_empty() => Ok(Box::new(
             exec::Exec::spawn(command, origins.clone()).map_err(|e| e.to_string())?,
         )),
+        Some(("webhook", url)) if !url.trim().is_empty() => Ok(Box::new(
+            webhook::Webhook::start(url.trim(), &options.webhook, origins.clone())
+                .map_err(|e| e.to_string())?,
+        )),
         _ => Err(format!(
-            "--sink {spec}: expected jsonl:PATH (jsonl:- for stdout) or exec:COMMAND"
+            "--sink {spec}: expected jsonl:PATH (jsonl:- for stdout), exec:COMMAND or webhook:URL"
         )),
     }
 }
