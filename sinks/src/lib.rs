@@ -245,4 +245,69 @@ mod compliance {
         }
         std::fs::remove_dir_all(dir).ok();
     }
+
+    /// The sinks that do not write files: they take every kind of record, progress and
+    /// finish without error, and account for what they took.
+    #[test]
+    fn network_sinks_comply() {
+        let mut origins = Origins::new();
+        origins.intern("sniffer");
+        let alert = Record::Alert(causeway_operators::correlate::Alert {
+            source: "test".into(),
+            severity: "warning".into(),
+            message: "m".into(),
+            time_ns: 1,
+            correlation: None,
+        });
+        let all: Vec<Record> = records().into_iter().chain([alert]).collect();
+
+        // A webhook whose receiver is not there: the alert is left in its queue, counted.
+        let base = std::env::temp_dir().join(format!("causeway-comply-{}", std::process::id()));
+        let mut options = SpecOptions::default();
+        options.webhook.queue_base = Some(base.clone());
+        options.webhook.drain = std::time::Duration::from_millis(100);
+        let mut hook =
+            webhook::Webhook::start("http://127.0.0.1:9/x", &options.webhook, origins.clone())
+                .unwrap();
+        for r in &all {
+            hook.write(r).unwrap();
+            hook.progress(Some(5)).unwrap();
+        }
+        hook.finish().unwrap();
+        let report = hook.report();
+        assert_eq!(
+            (report.pending, report.delivered, report.dropped),
+            (1, 0, 0)
+        );
+        drop(hook);
+        std::fs::remove_dir_all(base).ok();
+        assert!(build_spec_with("webhook:https://x/", &origins, &options).is_err());
+
+        let mut m = metrics::Metrics::bind(
+            "127.0.0.1:0",
+            10,
+            causeway_operators::Rank::Expected,
+            origins,
+        )
+        .unwrap();
+        for r in &all {
+            m.write(r).unwrap();
+            m.progress(Some(5)).unwrap();
+        }
+        m.finish().unwrap();
+        let text = m.render();
+        for r in &all {
+            assert!(
+                text.contains(&format!(
+                    "causeway_sink_records_total{{kind=\"{}\"}} 1",
+                    r.kind()
+                )),
+                "{text}"
+            );
+        }
+        assert!(
+            text.contains("causeway_input_records_total{origin=\"sniffer\"} 2"),
+            "{text}"
+        );
+    }
 }

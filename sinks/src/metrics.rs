@@ -283,13 +283,19 @@ fn counter(r: &mut Registry, name: &str, help: &str) -> CounterFamily {
     f
 }
 
+/// Milliseconds to seconds, to the nearest ns: `1.455` ms is `0.001455`, not
+/// `0.0014550000000000002`.
+fn seconds(ms: f64) -> f64 {
+    (ms * 1e6).round() / 1e9
+}
+
 /// One distribution in seconds: quantiles on `q`, the mean on `mean`.
 fn summary(q: &GaugeFamily, mean: &GaugeFamily, base: &Labels, s: &Summary) {
-    mean.get_or_create(base).set(s.mean / 1e3);
+    mean.get_or_create(base).set(seconds(s.mean));
     for (quantile, v) in [("0.5", s.p50), ("0.9", s.p90), ("0.99", s.p99)] {
         let mut l = base.clone();
         l.push(("quantile".into(), quantile.into()));
-        q.get_or_create(&l).set(v / 1e3);
+        q.get_or_create(&l).set(seconds(v));
     }
 }
 
@@ -424,10 +430,10 @@ fn render(st: &State) -> String {
     );
     for ((domain, reference), c) in &st.clocks {
         let l = labels(&[("domain", domain), ("reference", reference)]);
-        offset.get_or_create(&l).set(c.offset_ms / 1e3);
+        offset.get_or_create(&l).set(seconds(c.offset_ms));
         drift.get_or_create(&l).set(c.drift_ppm);
         if let Some(e) = c.error_ms {
-            error.get_or_create(&l).set(e / 1e3);
+            error.get_or_create(&l).set(seconds(e));
         }
     }
 
