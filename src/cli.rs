@@ -742,3 +742,20 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("`{s}`: {e} (examples: 500ms, 2s, 10m)"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_with_binary_suffixes() {
+        assert_eq!(parse_size("65536"), Ok(65_536));
+        assert_eq!(parse_size("64K"), Ok(64 << 10));
+        assert_eq!(parse_size("64M"), Ok(64 << 20));
+        assert_eq!(parse_size("1GiB"), Ok(1 << 30));
+        assert_eq!(parse_size("2mb"), Ok(2 << 20));
+        assert!(parse_size("").is_err());
+        assert!(parse_size("5X").is_err());
+        assert!(parse_size("99999999999999999999G").is_err());
+    }
+}
