@@ -13,8 +13,10 @@ use causeway_operators::{
     CallsConfig, ClockConfig, DelayEstimate, Domain, FlowConfig, FoldConfig, Homes, LinkConfig,
     Names, NatConfig, PathsConfig, Rank, ReconcileConfig,
 };
+use causeway_sinks::metrics::Metrics;
 use causeway_sinks::output::Output;
-use causeway_sinks::{Buffered, SinkConfig, SinkSet};
+use causeway_sinks::webhook::WebhookOptions;
+use causeway_sinks::{Buffered, SinkConfig, SinkSet, SpecOptions};
 use causeway_sources::decode::{DecodeOptions, NodeGranularity};
 use causeway_sources::{Alignment, InputSpec, OriginId, Origins, RunControl, SourceConfig};
 
@@ -70,14 +72,30 @@ pub fn run_job(
     }
     if engine_args.process == 0 {
         sinks.extend(crate::entry::extra_sinks(&job.origins)?);
+        let options = SpecOptions {
+            webhook: WebhookOptions {
+                queue_base: output.webhook_queue.clone(),
+                max_entries: output.webhook_queue_max,
+                max_bytes: output.webhook_queue_bytes,
+                timeout: output.webhook_timeout,
+                drain: output.webhook_drain,
+                ..WebhookOptions::default()
+            },
+        };
         for spec in &output.sinks {
-            let sink = causeway_sinks::build_spec(spec, &job.origins).map_err(|e| anyhow!(e))?;
+            let sink = causeway_sinks::build_spec_with(spec, &job.origins, &options)
+                .map_err(|e| anyhow!(e))?;
             sinks.push(Box::new(Buffered::new(
                 spec,
                 sink,
                 output.sink_buffer,
                 output.sink_when_full.into(),
             )?));
+        }
+        if let Some(addr) = &output.metrics {
+            let metrics = Metrics::bind(addr, top, rank, job.origins.clone())?;
+            eprintln!("causeway: metrics at http://{}/metrics", metrics.addr());
+            sinks.push(Box::new(metrics));
         }
     }
     let sinks = SinkSet::new(sinks);

@@ -361,8 +361,10 @@ pub struct OutputArgs {
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// Another destination for every record, besides the main output (repeatable):
-    /// `jsonl:PATH` (JSON lines; `jsonl:-` for stdout) or `exec:COMMAND` (JSON lines piped
-    /// into `sh -c COMMAND`, e.g. an alert script; it is waited for at the end).
+    /// `jsonl:PATH` (JSON lines; `jsonl:-` for stdout), `exec:COMMAND` (JSON lines piped
+    /// into `sh -c COMMAND`, e.g. an alert script; it is waited for at the end) or
+    /// `webhook:URL` (each alert POSTed as JSON to an http:// URL, through an on-disk queue
+    /// that outlives a receiver that is down; see --webhook-*).
     #[arg(long = "sink", value_name = "KIND:TARGET")]
     pub sinks: Vec<String>,
     /// Records each --sink may hold while it catches up (it runs on a thread of its own; the
@@ -373,6 +375,34 @@ pub struct OutputArgs {
     /// down) or drop-newest (drop the record, count it, report the count at the end).
     #[arg(long, value_enum, default_value_t = WhenFullArg::Block)]
     pub sink_when_full: WhenFullArg,
+    /// Serve the latest state (patterns, delays, clock offsets, input counts, alerts) at
+    /// http://ADDR/metrics for Prometheus, e.g. 127.0.0.1:9464 (port 0 picks a free one).
+    #[arg(long, value_name = "ADDR", help_heading = "Metrics and webhooks")]
+    pub metrics: Option<String>,
+    /// Webhook sinks: the directory under which each URL's queue of undelivered alerts is
+    /// kept; alerts left there are sent by the next run [default: $XDG_STATE_HOME/causeway/webhook,
+    /// else ~/.local/state/causeway/webhook].
+    #[arg(long, value_name = "DIR", help_heading = "Metrics and webhooks")]
+    pub webhook_queue: Option<PathBuf>,
+    /// Webhook sinks: most alerts queued per URL; beyond, new alerts are dropped and counted.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 10_000,
+        help_heading = "Metrics and webhooks"
+    )]
+    pub webhook_queue_max: usize,
+    /// Webhook sinks: most bytes queued per URL (suffixes K, M, G); beyond, new alerts are
+    /// dropped and counted.
+    #[arg(long, value_name = "BYTES", default_value = "64M", value_parser = parse_size, help_heading = "Metrics and webhooks")]
+    pub webhook_queue_bytes: u64,
+    /// Webhook sinks: time limit of one request.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration, help_heading = "Metrics and webhooks")]
+    pub webhook_timeout: Duration,
+    /// Webhook sinks: how long the end of a run waits for the queue to empty before it
+    /// reports what is left (pending) and exits.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration, help_heading = "Metrics and webhooks")]
+    pub webhook_drain: Duration,
     /// Progress on stderr while inputs are read: auto (a bar when stderr is a terminal),
     /// always (also a line every 5 s when it is not, for logs) or never.
     #[arg(long, value_enum, default_value_t = ProgressArg::Auto)]
@@ -727,7 +757,53 @@ pub struct DemoArgs {
     pub output: OutputArgs,
 }
 
+/// Parses a byte count: `65536`, `64K`, `64M`, `1G` (powers of 1024).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (digits, unit) = match t.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        Some((i, _)) => t.split_at(i),
+        None => (t, ""),
+    };
+    let shift = match unit
+        .trim()
+        .to_ascii_uppercase()
+        .trim_end_matches(['B', 'I'])
+    {
+        "" => 0,
+        "K" => 10,
+        "M" => 20,
+        "G" => 30,
+        _ => {
+            return Err(format!(
+                "`{s}`: expected a byte count such as 65536, 64K, 64M, 1G"
+            ));
+        }
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(1 << shift))
+        .ok_or_else(|| format!("`{s}`: expected a byte count such as 65536, 64K, 64M, 1G"))
+}
+
 /// Parses `500ms`, `2s`, `1m30s`, `10min`, `1h`.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("`{s}`: {e} (examples: 500ms, 2s, 10m)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_with_binary_suffixes() {
+        assert_eq!(parse_size("65536"), Ok(65_536));
+        assert_eq!(parse_size("64K"), Ok(64 << 10));
+        assert_eq!(parse_size("64M"), Ok(64 << 20));
+        assert_eq!(parse_size("1GiB"), Ok(1 << 30));
+        assert_eq!(parse_size("2mb"), Ok(2 << 20));
+        assert!(parse_size("").is_err());
+        assert!(parse_size("5X").is_err());
+        assert!(parse_size("99999999999999999999G").is_err());
+    }
 }

@@ -6,7 +6,9 @@
 //! sinks are built from it before the dataflow starts, so a bad output path fails at once.
 //!
 //! Built-in sinks: [`table`] (a summary for people), [`jsonl`] (the JSON-lines output contract,
-//! and the single JSON array of `--format json`), [`exec`] (JSON lines piped into a command).
+//! and the single JSON array of `--format json`), [`exec`] (JSON lines piped into a command),
+//! [`webhook`] (alerts POSTed to a URL through an on-disk queue), [`metrics`] (the latest
+//! state served in the Prometheus text format).
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
@@ -14,9 +16,11 @@ pub mod buffer;
 pub mod deliver;
 pub mod exec;
 pub mod jsonl;
+pub mod metrics;
 pub mod output;
 pub mod record;
 pub mod table;
+pub mod webhook;
 
 use std::path::PathBuf;
 
@@ -82,9 +86,25 @@ pub struct SinkConfig {
     pub rank: causeway_operators::Rank,
 }
 
-/// An extra sink named on the command line: `jsonl:PATH` (`jsonl:-` for stdout) or
-/// `exec:COMMAND`.
+/// An extra sink named on the command line: `jsonl:PATH` (`jsonl:-` for stdout),
+/// `exec:COMMAND` or `webhook:URL` (with default [`webhook::WebhookOptions`]).
 pub fn build_spec(spec: &str, origins: &Origins) -> Result<Box<dyn Sink>, String> {
+    build_spec_with(spec, origins, &SpecOptions::default())
+}
+
+/// Settings of the extra sinks that take more than their spec.
+#[derive(Clone, Debug, Default)]
+pub struct SpecOptions {
+    /// For `webhook:URL`.
+    pub webhook: webhook::WebhookOptions,
+}
+
+/// [`build_spec`] with settings.
+pub fn build_spec_with(
+    spec: &str,
+    origins: &Origins,
+    options: &SpecOptions,
+) -> Result<Box<dyn Sink>, String> {
     match spec.split_once(':') {
         Some(("jsonl", path)) if !path.is_empty() => {
             let path = (path != "-").then(|| PathBuf::from(path));
@@ -94,8 +114,12 @@ pub fn build_spec(spec: &str, origins: &Origins) -> Result<Box<dyn Sink>, String
         Some(("exec", command)) if !command.trim().is_empty() => Ok(Box::new(
             exec::Exec::spawn(command, origins.clone()).map_err(|e| e.to_string())?,
         )),
+        Some(("webhook", url)) if !url.trim().is_empty() => Ok(Box::new(
+            webhook::Webhook::start(url.trim(), &options.webhook, origins.clone())
+                .map_err(|e| e.to_string())?,
+        )),
         _ => Err(format!(
-            "--sink {spec}: expected jsonl:PATH (jsonl:- for stdout) or exec:COMMAND"
+            "--sink {spec}: expected jsonl:PATH (jsonl:- for stdout), exec:COMMAND or webhook:URL"
         )),
     }
 }
@@ -222,5 +246,70 @@ mod compliance {
             assert_eq!(objects[2]["origin"], "sniffer");
         }
         std::fs::remove_dir_all(dir).ok();
+    }
+
+    /// The sinks that do not write files: they take every kind of record, progress and
+    /// finish without error, and account for what they took.
+    #[test]
+    fn network_sinks_comply() {
+        let mut origins = Origins::new();
+        origins.intern("sniffer");
+        let alert = Record::Alert(causeway_operators::correlate::Alert {
+            source: "test".into(),
+            severity: "warning".into(),
+            message: "m".into(),
+            time_ns: 1,
+            correlation: None,
+        });
+        let all: Vec<Record> = records().into_iter().chain([alert]).collect();
+
+        // A webhook whose receiver is not there: the alert is left in its queue, counted.
+        let base = std::env::temp_dir().join(format!("causeway-comply-{}", std::process::id()));
+        let mut options = SpecOptions::default();
+        options.webhook.queue_base = Some(base.clone());
+        options.webhook.drain = std::time::Duration::from_millis(100);
+        let mut hook =
+            webhook::Webhook::start("http://127.0.0.1:9/x", &options.webhook, origins.clone())
+                .unwrap();
+        for r in &all {
+            hook.write(r).unwrap();
+            hook.progress(Some(5)).unwrap();
+        }
+        hook.finish().unwrap();
+        let report = hook.report();
+        assert_eq!(
+            (report.pending, report.delivered, report.dropped),
+            (1, 0, 0)
+        );
+        drop(hook);
+        std::fs::remove_dir_all(base).ok();
+        assert!(build_spec_with("webhook:https://x/", &origins, &options).is_err());
+
+        let mut m = metrics::Metrics::bind(
+            "127.0.0.1:0",
+            10,
+            causeway_operators::Rank::Expected,
+            origins,
+        )
+        .unwrap();
+        for r in &all {
+            m.write(r).unwrap();
+            m.progress(Some(5)).unwrap();
+        }
+        m.finish().unwrap();
+        let text = m.render();
+        for r in &all {
+            assert!(
+                text.contains(&format!(
+                    "causeway_sink_records_total{{kind=\"{}\"}} 1",
+                    r.kind()
+                )),
+                "{text}"
+            );
+        }
+        assert!(
+            text.contains("causeway_input_records_total{origin=\"sniffer\"} 2"),
+            "{text}"
+        );
     }
 }
