@@ -254,12 +254,13 @@ mod compliance {
     fn network_sinks_comply() {
         let mut origins = Origins::new();
         origins.intern("sniffer");
-        let alert = Record::Alert(causeway_operators::correlate::Alert {
+        let alert = Record::Alert(causeway_operators::Alert {
             source: "test".into(),
             severity: "warning".into(),
             message: "m".into(),
             time_ns: 1,
             correlation: None,
+            rule: None,
         });
         let all: Vec<Record> = records().into_iter().chain([alert]).collect();
 

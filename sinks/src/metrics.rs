@@ -500,7 +500,7 @@ fn render(st: &State) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use causeway_operators::correlate::Alert;
+    use causeway_operators::Alert;
     use causeway_operators::{Domain, HopStats, OriginStats};
     use causeway_sources::SkipReason;
     use causeway_sources::SourceStats;
@@ -704,6 +704,7 @@ mod tests {
                 message: "m".into(),
                 time_ns: 0,
                 correlation: None,
+                rule: None,
             }))
             .unwrap();
         }

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use causeway_operators::correlate::Alert;
+use causeway_operators::Alert;
 use causeway_sinks::webhook::{Backoff, Webhook, WebhookOptions, WebhookReport, queue_dir};
 use causeway_sinks::{Record, Sink};
 use causeway_sources::Origins;
@@ -71,6 +71,7 @@ fn alert(i: usize) -> Record {
         message: format!("alert {i}"),
         time_ns: 1_000 + i as u64,
         correlation: None,
+        rule: None,
     })
 }
 
