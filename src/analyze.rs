@@ -14,7 +14,7 @@ use causeway_operators::{
     Names, NatConfig, PathsConfig, Rank, ReconcileConfig,
 };
 use causeway_sinks::metrics::Metrics;
-use causeway_sinks::output::Output;
+use causeway_sinks::output::{Output, Rotation};
 use causeway_sinks::webhook::WebhookOptions;
 use causeway_sinks::{Buffered, SinkConfig, SinkSet, SpecOptions};
 use causeway_sources::decode::{DecodeOptions, NodeGranularity};
@@ -55,6 +55,7 @@ pub fn run_job(
         path: output.output.clone(),
         top,
         rank,
+        rotation: rotation(output),
     };
     let mut sinks = Vec::new();
     if engine_args.processes > 1 {
@@ -81,6 +82,7 @@ pub fn run_job(
                 drain: output.webhook_drain,
                 ..WebhookOptions::default()
             },
+            rotation: rotation(output),
         };
         for spec in &output.sinks {
             let sink = causeway_sinks::build_spec_with(spec, &job.origins, &options)
@@ -120,6 +122,14 @@ pub fn run_job(
         Progress::start(Arc::clone(&counter), total)
     });
     engine::run(job, engine_args, sinks, show.then_some(counter))
+}
+
+/// Rotation of JSON-lines files, when asked for.
+fn rotation(output: &OutputArgs) -> Option<Rotation> {
+    output.rotate_size.map(|max_bytes| Rotation {
+        max_bytes,
+        keep: output.rotate_keep,
+    })
 }
 
 /// Parses `NAME=IP[,IP...]` sniffer declarations.

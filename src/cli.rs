@@ -375,6 +375,13 @@ pub struct OutputArgs {
     /// down) or drop-newest (drop the record, count it, report the count at the end).
     #[arg(long, value_enum, default_value_t = WhenFullArg::Block)]
     pub sink_when_full: WhenFullArg,
+    /// JSON-lines files (-o with --format jsonl, and jsonl:PATH sinks) rotate when they
+    /// would pass this size (suffixes K, M, G): FILE becomes FILE.1, FILE.1 becomes FILE.2...
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    pub rotate_size: Option<u64>,
+    /// Rotated JSON-lines files kept besides the current one (older ones are deleted).
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    pub rotate_keep: usize,
     /// Serve the latest state (patterns, delays, clock offsets, input counts, alerts) at
     /// http://ADDR/metrics for Prometheus, e.g. 127.0.0.1:9464 (port 0 picks a free one).
     #[arg(long, value_name = "ADDR", help_heading = "Metrics and webhooks")]

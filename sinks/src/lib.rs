@@ -84,6 +84,8 @@ pub struct SinkConfig {
     pub top: usize,
     /// For tables: how path patterns are ranked.
     pub rank: causeway_operators::Rank,
+    /// For JSON lines in a file: rotation by size.
+    pub rotation: Option<output::Rotation>,
 }
 
 /// An extra sink named on the command line: `jsonl:PATH` (`jsonl:-` for stdout),
@@ -97,6 +99,8 @@ pub fn build_spec(spec: &str, origins: &Origins) -> Result<Box<dyn Sink>, String
 pub struct SpecOptions {
     /// For `webhook:URL`.
     pub webhook: webhook::WebhookOptions,
+    /// For `jsonl:PATH`: rotation by size.
+    pub rotation: Option<output::Rotation>,
 }
 
 /// [`build_spec`] with settings.
@@ -108,7 +112,8 @@ pub fn build_spec_with(
     match spec.split_once(':') {
         Some(("jsonl", path)) if !path.is_empty() => {
             let path = (path != "-").then(|| PathBuf::from(path));
-            let out = output::Output::open(path.as_deref()).map_err(|e| e.to_string())?;
+            let out = output::Output::open_rotating(path.as_deref(), options.rotation.clone())
+                .map_err(|e| e.to_string())?;
             Ok(Box::new(jsonl::JsonLines::new(out, origins.clone())))
         }
         Some(("exec", command)) if !command.trim().is_empty() => Ok(Box::new(
@@ -127,7 +132,11 @@ pub fn build_spec_with(
 impl SinkConfig {
     /// Builds the sink (creating its output file).
     pub fn build(&self, origins: &Origins) -> Result<Box<dyn Sink>, SinkError> {
-        let out = output::Output::open(self.path.as_deref())?;
+        let rotation = match self.format {
+            Format::Jsonl => self.rotation.clone(),
+            Format::Table | Format::Json => None,
+        };
+        let out = output::Output::open_rotating(self.path.as_deref(), rotation)?;
         Ok(self.build_on(out, origins))
     }
 
@@ -212,6 +221,7 @@ mod compliance {
                 path: Some(path.clone()),
                 top: 10,
                 rank: causeway_operators::Rank::Expected,
+                rotation: None,
             };
             let mut sink = config.build(&origins).unwrap();
             for r in records() {

@@ -52,7 +52,9 @@ pub struct Table {
     problems: BTreeMap<(String, &'static str), ProblemTotal>,
     /// The latest report of each correlated set.
     correlations: BTreeMap<(&'static str, String, &'static str), Correlation>,
-    alerts: Vec<String>,
+    /// The latest `top` alerts (severity, message), and how many there were.
+    alerts: std::collections::VecDeque<(String, String)>,
+    alerts_total: u64,
 }
 
 /// One flow's total time in one problem.
@@ -75,7 +77,8 @@ impl Table {
             last_refresh: None,
             problems: BTreeMap::new(),
             correlations: BTreeMap::new(),
-            alerts: Vec::new(),
+            alerts: std::collections::VecDeque::new(),
+            alerts_total: 0,
             out,
             origins,
             top,
@@ -111,8 +114,11 @@ impl Table {
         if !self.problems.is_empty() {
             s.push_str(&self.render_problems());
         }
-        if !self.correlations.is_empty() || !self.alerts.is_empty() {
+        if !self.correlations.is_empty() {
             s.push_str(&self.render_correlations());
+        }
+        if !self.alerts.is_empty() {
+            s.push_str(&self.render_alerts());
         }
         if s.is_empty() {
             s.push_str("No records.\n");
@@ -353,11 +359,27 @@ impl Table {
             ]);
         }
         let mut s = format!(
-            "Problems shared by a host, link or application: {} ({} alerts)\n",
-            list.len(),
-            self.alerts.len()
+            "Problems shared by a host, link or application: {}\n",
+            list.len()
         );
         s.push_str(&columns(&rows, &[3, 4]));
+        s.push('\n');
+        s
+    }
+
+    fn render_alerts(&self) -> String {
+        let mut s = if self.alerts_total > self.alerts.len() as u64 {
+            format!(
+                "Alerts: {} (the last {})\n",
+                group(self.alerts_total),
+                self.alerts.len()
+            )
+        } else {
+            format!("Alerts: {}\n", self.alerts_total)
+        };
+        for (severity, message) in &self.alerts {
+            s.push_str(&format!("  {severity:<8} {message}\n"));
+        }
         s.push('\n');
         s
     }
@@ -491,7 +513,14 @@ impl Sink for Table {
                     c.clone(),
                 );
             }
-            Record::Alert(a) => self.alerts.push(a.message.clone()),
+            Record::Alert(a) => {
+                self.alerts_total += 1;
+                if self.alerts.len() == self.top.max(1) {
+                    self.alerts.pop_front();
+                }
+                self.alerts
+                    .push_back((a.severity.clone(), a.message.clone()));
+            }
             Record::NatMapping(n) => {
                 self.nat.insert(
                     (
