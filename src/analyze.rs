@@ -29,6 +29,7 @@ use crate::engine::{self, Emit, Job, TcpJob};
 use crate::progress::Progress;
 use causeway_operators::AlertConfig;
 use causeway_operators::correlate::CorrelateConfig;
+use causeway_operators::paths::{CheckpointConfig, PathsCheckpoint};
 use causeway_operators::problem::SnapConfig;
 use causeway_operators::resources::Resources;
 
@@ -178,11 +179,43 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
         }),
         None => boot.reference.map(Domain::Origin),
     };
+    let checkpoint = match &args.checkpoint {
+        Some(dir) => {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| anyhow!("--checkpoint {}: {e}", dir.display()))?;
+            let path = dir.join("paths.json");
+            let restore = PathsCheckpoint::load(&path).map_err(|e| anyhow!(e))?;
+            if let Some(c) = &restore {
+                eprintln!(
+                    "causeway: resuming from {}: {} patterns; input before {} ns is skipped{}",
+                    path.display(),
+                    c.patterns(),
+                    c.resume_ns,
+                    if c.complete {
+                        ""
+                    } else {
+                        " (saved during a run: paths in flight then are missed)"
+                    }
+                );
+            }
+            Some(CheckpointConfig {
+                path,
+                every: args.checkpoint_every,
+                restore: restore.map(Arc::new),
+            })
+        }
+        None => None,
+    };
+    let resume_ns = checkpoint
+        .as_ref()
+        .and_then(|c| c.restore.as_ref())
+        .map(|r| r.resume_ns);
     let job = Job {
         inputs,
         origins,
         names: Arc::clone(&names),
         source: SourceConfig {
+            resume_ns,
             lateness_ns,
             // Far enough ahead that no operator's hold-back (the longest: clock.correct's two
             // seconds plus the samples' lateness) can stall the source, near enough that the
@@ -264,6 +297,7 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
             aggregate_roles: args.aggregate == AggregateArg::Roles,
             names: Arc::clone(&names),
             max_patterns: args.max_patterns,
+            checkpoint: checkpoint.clone(),
         },
         tcp: tcp_job(&args.snap)?,
         live: None,

@@ -607,6 +607,16 @@ pub struct AnalyzeArgs {
         verbatim_doc_comment
     )]
     pub alert: Vec<AlertRule>,
+    /// Save the path patterns (totals, window, distributions) to DIR/paths.json every
+    /// --checkpoint-every and at the end; a run started with the same DIR takes them over and
+    /// skips the input it already analysed (records before the saved event time, counted as
+    /// skipped `resumed`). After a clean stop the resumed totals are exact; after a crash the
+    /// paths that were in flight at the last save are missed.
+    #[arg(long, value_name = "DIR", help_heading = "Paths")]
+    pub checkpoint: Option<PathBuf>,
+    /// Wall-clock time between checkpoint saves.
+    #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = parse_duration, help_heading = "Paths")]
+    pub checkpoint_every: Duration,
     #[command(flatten)]
     #[allow(missing_docs)]
     pub snap: SnapArgs,

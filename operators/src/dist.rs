@@ -29,14 +29,57 @@ pub struct Summary {
     pub p99: f64,
 }
 
-/// A weighted distribution of durations in ns.
-#[derive(Clone, Debug, Default)]
+/// A weighted distribution of durations in ns. It serializes exactly (the histogram as its
+/// recorded values and counts), for checkpoints.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(from = "DistState", into = "DistState")]
 pub struct Dist {
     weight: f64,
     sum: f64,
     /// (µs, weight), at most [`SMALL`] of them, until `hist` takes over.
     small: Vec<(u32, f32)>,
     hist: Option<Box<Histogram<u32>>>,
+}
+
+/// [`Dist`] as it is saved: the histogram as (value, count) pairs.
+#[derive(Serialize, Deserialize)]
+struct DistState {
+    weight: f64,
+    sum: f64,
+    small: Vec<(u32, f32)>,
+    hist: Option<Vec<(u64, u32)>>,
+}
+
+impl From<Dist> for DistState {
+    fn from(d: Dist) -> Self {
+        DistState {
+            weight: d.weight,
+            sum: d.sum,
+            small: d.small,
+            hist: d.hist.map(|h| {
+                h.iter_recorded()
+                    .map(|v| (v.value_iterated_to(), v.count_at_value()))
+                    .collect()
+            }),
+        }
+    }
+}
+
+impl From<DistState> for Dist {
+    fn from(s: DistState) -> Self {
+        Dist {
+            weight: s.weight,
+            sum: s.sum,
+            small: s.small,
+            hist: s.hist.map(|values| {
+                let mut h = new_hist();
+                for (v, n) in values {
+                    let _ = h.record_n(v, n);
+                }
+                Box::new(h)
+            }),
+        }
+    }
 }
 
 impl Dist {
@@ -172,6 +215,23 @@ fn record(h: &mut Histogram<u32>, us: u64, w: f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn saved_and_restored_exactly() {
+        for n in [3, 1000] {
+            let mut d = Dist::default();
+            for i in 0..n {
+                d.add(i * 37_000 + 5_000, 0.5 + (i % 3) as f64);
+            }
+            let text = serde_json::to_string(&d).unwrap();
+            let back: Dist = serde_json::from_str(&text).unwrap();
+            assert_eq!(back.summary(), d.summary());
+            assert_eq!(back.weight(), d.weight());
+            let mut both = back.clone();
+            both.merge(&d);
+            assert_eq!(both.summary().p90, d.summary().p90);
+        }
+    }
 
     #[test]
     fn weighted_mean_and_quantiles_small_and_large() {

@@ -36,11 +36,19 @@
 //!   input.
 //! - **Cost**: per root, `O(m · 2^k)` for `m` messages and `k` try-both decisions, plus
 //!   building the pattern's canonical text once per instance.
+//! - **Checkpoint** (`checkpoint`): at a snapshot at least `every` of wall time after the
+//!   last save, and at the end, every pattern's totals and window buckets (distributions
+//!   exact) are written to a file with the event time from which input remains
+//!   ([`PathsCheckpoint`]); a run started from it takes them over, each pattern under a
+//!   stand-in key until an instance of its shape comes (restored patterns count against
+//!   `max_patterns` like the others). Saving costs one pass over the pattern table.
 
 use std::cell::RefCell;
 use std::collections::{BTreeSet, VecDeque};
 use std::hash::BuildHasher;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use causeway_sources::{Address, Time};
 use foldhash::fast::FixedState;
@@ -121,6 +129,95 @@ pub struct PathsConfig {
     /// evicted (and retracted in the output), so that memory stays bounded however many rare,
     /// improbable patterns a long run infers.
     pub max_patterns: usize,
+    /// Saving (and restoring) the pattern totals (`--checkpoint`).
+    pub checkpoint: Option<CheckpointConfig>,
+}
+
+/// Where and how often `paths` saves its pattern state (`--checkpoint`).
+#[derive(Clone, Debug)]
+pub struct CheckpointConfig {
+    /// The file; written whole to a temporary file beside it, then renamed over it.
+    pub path: PathBuf,
+    /// Wall-clock time between saves; the end of a run (or a stop) always saves.
+    pub every: Duration,
+    /// What an earlier run saved, to start from.
+    pub restore: Option<Arc<PathsCheckpoint>>,
+}
+
+/// What `paths` saves: every pattern's totals and sliding-window buckets (with their full
+/// distributions), and the event time from which input remains to be read.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct PathsCheckpoint {
+    /// Format version ([`CHECKPOINT_VERSION`]).
+    pub version: u32,
+    /// Input before this event time is in the totals: a resumed run skips it.
+    pub resume_ns: Time,
+    /// Whether it was saved at the end of a run (then exact up to `resume_ns`). A periodic
+    /// save leaves out the instances still in flight (those finishing within `--max-delay`
+    /// plus the lateness of it); a run resumed from it misses them.
+    pub complete: bool,
+    patterns: Vec<SavedPattern>,
+}
+
+/// Version of the checkpoint format.
+pub const CHECKPOINT_VERSION: u32 = 1;
+
+#[derive(Debug, Serialize, Deserialize)]
+struct SavedPattern {
+    id: String,
+    tree: PatternNode,
+    first_ns: Time,
+    total: Stats,
+    buckets: Vec<(Time, Stats)>,
+}
+
+#[derive(Serialize)]
+struct SavedPatternRef<'a> {
+    id: &'a str,
+    tree: &'a PatternNode,
+    first_ns: Time,
+    total: &'a Stats,
+    buckets: &'a VecDeque<(Time, Stats)>,
+}
+
+#[derive(Serialize)]
+struct PathsCheckpointRef<'a> {
+    version: u32,
+    resume_ns: Time,
+    complete: bool,
+    patterns: Vec<SavedPatternRef<'a>>,
+}
+
+impl PathsCheckpoint {
+    /// Reads a checkpoint; `Ok(None)` when there is none yet.
+    pub fn load(path: &Path) -> Result<Option<PathsCheckpoint>, String> {
+        let bytes = match std::fs::read(path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(format!("{}: {e}", path.display())),
+        };
+        let c: PathsCheckpoint = serde_json::from_slice(&bytes).map_err(|e| {
+            format!(
+                "{}: not a checkpoint of this version ({e}, line {} column {})",
+                path.display(),
+                e.line(),
+                e.column()
+            )
+        })?;
+        if c.version != CHECKPOINT_VERSION {
+            return Err(format!(
+                "{}: checkpoint version {}, this build reads {CHECKPOINT_VERSION}",
+                path.display(),
+                c.version
+            ));
+        }
+        Ok(Some(c))
+    }
+
+    /// Patterns saved.
+    pub fn patterns(&self) -> usize {
+        self.patterns.len()
+    }
 }
 
 impl Default for PathsConfig {
@@ -136,6 +233,7 @@ impl Default for PathsConfig {
             aggregate_roles: false,
             names: Arc::new(Names::new()),
             max_patterns: 2_000,
+            checkpoint: None,
         }
     }
 }
@@ -229,7 +327,7 @@ struct Entry {
     names: (u32, u32),
 }
 
-#[derive(Default)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 struct Stats {
     count: u64,
     expected: f64,
@@ -370,9 +468,84 @@ struct Paths {
     evictions: u64,
     next_snapshot: Option<Time>,
     last_expiry: Time,
+    /// Checkpoint settings and when it was last saved.
+    checkpointer: Option<(CheckpointConfig, Instant)>,
+    /// Restored patterns not seen again yet: id to their stand-in key.
+    restored: FastMap<String, u64>,
+    /// Where the restored run resumed, and the newest message inserted since.
+    resumed_ns: Time,
+    newest_ns: Time,
 }
 
 impl Paths {
+    /// Takes over the patterns of a checkpoint. Each waits under a stand-in key until an
+    /// instance of its shape comes, which moves it to its real key.
+    fn restore(&mut self, c: &PathsCheckpoint) {
+        self.resumed_ns = c.resume_ns;
+        for (i, p) in c.patterns.iter().enumerate() {
+            let key = u64::MAX - i as u64;
+            self.restored.insert(p.id.clone(), key);
+            self.patterns.insert(
+                key,
+                Agg {
+                    id: p.id.clone(),
+                    tree: p.tree.clone(),
+                    total: p.total.clone(),
+                    first_ns: p.first_ns,
+                    buckets: p.buckets.iter().cloned().collect(),
+                    touched: true,
+                    reported: false,
+                    shown: false,
+                },
+            );
+        }
+    }
+
+    /// Saves a checkpoint when one is due (always at the end).
+    fn save(&mut self, at: Time, last: bool) {
+        let Some((config, since)) = &mut self.checkpointer else {
+            return;
+        };
+        if !last && since.elapsed() < config.every {
+            return;
+        }
+        *since = Instant::now();
+        let resume_ns = if last {
+            self.newest_ns.saturating_add(1)
+        } else {
+            at
+        }
+        .max(self.resumed_ns);
+        let mut patterns: Vec<SavedPatternRef<'_>> = self
+            .patterns
+            .values()
+            .map(|a| SavedPatternRef {
+                id: &a.id,
+                tree: &a.tree,
+                first_ns: a.first_ns,
+                total: &a.total,
+                buckets: &a.buckets,
+            })
+            .collect();
+        patterns.sort_by(|a, b| a.id.cmp(b.id));
+        let saved = PathsCheckpointRef {
+            version: CHECKPOINT_VERSION,
+            resume_ns,
+            complete: last,
+            patterns,
+        };
+        let path = config.path.clone();
+        let mut tmp = path.clone().into_os_string();
+        tmp.push(".tmp");
+        let result = serde_json::to_vec(&saved)
+            .map_err(std::io::Error::other)
+            .and_then(|bytes| std::fs::write(&tmp, bytes))
+            .and_then(|()| std::fs::rename(&tmp, &path));
+        if let Err(e) = result {
+            tracing::warn!("checkpoint {}: not saved: {e}", path.display());
+        }
+    }
+
     fn settle(&self) -> Time {
         self.config
             .max_delay_ns
@@ -391,6 +564,7 @@ impl Paths {
 
     fn insert(&mut self, l: Linked) {
         let t = l.message.event_ns;
+        self.newest_ns = self.newest_ns.max(t);
         let keys = (node_key(&l.message.src), node_key(&l.message.dst));
         let names = (
             self.name_label(&l.message.src),
@@ -720,6 +894,16 @@ impl Paths {
             }
         }
         let n = b.hops.len();
+        if !self.patterns.contains_key(&b.key) && !self.restored.is_empty() {
+            let id = self.tree(&b.shape).id();
+            if let Some(agg) = self
+                .restored
+                .remove(&id)
+                .and_then(|k| self.patterns.remove(&k))
+            {
+                self.patterns.insert(b.key, agg);
+            }
+        }
         if !self.patterns.contains_key(&b.key) {
             let tree = self.tree(&b.shape);
             self.patterns.insert(
@@ -948,6 +1132,7 @@ impl Paths {
             }
             agg.touched = false;
         }
+        self.save(at, last);
     }
 }
 
@@ -1001,6 +1186,7 @@ impl<'scope> BuildPaths<'scope> for Stream<'scope, Time, Vec<Linked>> {
         // The last worker: the sources read on the first ones, so that a single input and
         // the path builder do not share one thread.
         let last = self.scope().peers().saturating_sub(1) as u64;
+        let here = self.scope().index() as u64;
         self.unary_frontier(
             Exchange::new(move |_: &Linked| last),
             "paths",
@@ -1020,7 +1206,19 @@ impl<'scope> BuildPaths<'scope> for Stream<'scope, Time, Vec<Linked>> {
                     evictions: 0,
                     next_snapshot: None,
                     last_expiry: 0,
+                    checkpointer: None,
+                    restored: FastMap::default(),
+                    resumed_ns: 0,
+                    newest_ns: 0,
                 };
+                if here == last {
+                    if let Some(c) = paths.config.checkpoint.clone() {
+                        if let Some(saved) = &c.restore {
+                            paths.restore(saved);
+                        }
+                        paths.checkpointer = Some((c, Instant::now()));
+                    }
+                }
                 let mut waiting: Reorder<Linked> = Reorder::default();
                 move |(input, frontier), output| {
                     input.for_each(|_cap, batch| {

@@ -387,6 +387,16 @@ impl Batch {
         self.len() == 0
     }
 
+    /// Drops the observations stamped before `min_ns`; returns how many.
+    pub fn drop_before(&mut self, min_ns: Nanos) -> usize {
+        let before = self.len();
+        self.packets.retain(|p| p.ts_ns >= min_ns);
+        self.rows.retain(|r| r.ts_ns() >= min_ns);
+        self.calls.retain(|c| c.ts_ns >= min_ns);
+        self.tcp.retain(|t| t.ts_ns >= min_ns);
+        before - self.len()
+    }
+
     /// Empties it, keeping capacity.
     pub fn clear(&mut self) {
         self.packets.clear();

@@ -58,6 +58,9 @@ pub struct SourceConfig {
     /// more than any operator holds its output back, or the source would wait for a frontier
     /// that cannot move. It bounds the records in flight.
     pub max_ahead_ns: Nanos,
+    /// Resuming from a checkpoint: records before this event time were analysed by an
+    /// earlier run; they are read and counted (skipped, `resumed`) but not sent.
+    pub resume_ns: Option<Nanos>,
 }
 
 impl Default for SourceConfig {
@@ -68,6 +71,7 @@ impl Default for SourceConfig {
             batch: 1024,
             budget: 8192,
             max_ahead_ns: 30_000_000_000,
+            resume_ns: None,
         }
     }
 }
@@ -142,6 +146,9 @@ struct Lane {
     late: u64,
     /// Records read but not sent because the run was stopped.
     stopped: u64,
+    /// Records before the resume time (event time, aligned) not sent, and that time.
+    resumed: u64,
+    resume_ns: Option<Nanos>,
     /// Newest time sent so far.
     newest: Option<Nanos>,
     /// The origin's coarse clock offset: event time is raw time minus it.
@@ -157,6 +164,10 @@ impl Lane {
             // than growing it a packet at a time.
             self.reader.reserve(size, &mut self.batch);
             self.done = !self.reader.read_batch(size, &mut self.batch);
+            if let Some(min) = self.resume_ns {
+                let raw = min.saturating_add_signed(self.offset);
+                self.resumed += self.batch.drop_before(raw) as u64;
+            }
             if self.reader.is_live() {
                 break;
             }
@@ -380,6 +391,9 @@ impl Merger {
                 for _ in 0..std::mem::take(&mut lane.stopped) {
                     stats.skip(SkipReason::Stopped);
                 }
+                for _ in 0..std::mem::take(&mut lane.resumed) {
+                    stats.skip(SkipReason::Resumed);
+                }
                 if !stats.is_empty() {
                     events.push(SourceEvent::Stats {
                         origin: lane.reader.origin(),
@@ -425,6 +439,8 @@ pub fn read_inputs<'scope>(
             done: false,
             late: 0,
             stopped: 0,
+            resumed: 0,
+            resume_ns: config.resume_ns,
             newest: None,
         })
         .collect();

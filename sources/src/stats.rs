@@ -46,11 +46,14 @@ pub enum SkipReason {
     /// Read, but not analysed: the run was stopped (Ctrl-C, `--duration`, `--count`) while
     /// the record waited in the reader's batch.
     Stopped,
+    /// Read, but not analysed: before the event time a checkpoint says was analysed by an
+    /// earlier run (`--checkpoint`).
+    Resumed,
 }
 
 impl SkipReason {
     /// Every reason, in a fixed order.
-    pub const ALL: [SkipReason; 14] = [
+    pub const ALL: [SkipReason; 15] = [
         SkipReason::CorruptRecord,
         SkipReason::TruncatedRecord,
         SkipReason::UnknownBlock,
@@ -65,6 +68,7 @@ impl SkipReason {
         SkipReason::UnnamedSocket,
         SkipReason::ResolvedName,
         SkipReason::Stopped,
+        SkipReason::Resumed,
     ];
 
     /// The snake_case name used in output.
@@ -84,6 +88,7 @@ impl SkipReason {
             SkipReason::UnnamedSocket => "unnamed_socket",
             SkipReason::ResolvedName => "resolved_name",
             SkipReason::Stopped => "stopped",
+            SkipReason::Resumed => "resumed",
         }
     }
 
