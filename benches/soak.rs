@@ -13,6 +13,9 @@
 //! process (from /proc), and the trace time reached. The capture is generated once into
 //! `target/bench-data/soak-N/` and kept.
 //!
+//! Arguments after `--analyze` go to `causeway analyze` as they are (e.g. `--max-patterns 200
+//! --alert new-pattern`).
+//!
 //! Run: `cargo bench --bench soak` or
 //!      `cargo bench --bench soak -- --messages 2400000 --speed 10x --minutes 60 --sample 60`
 
@@ -28,7 +31,11 @@ use std::time::{Duration, Instant};
 use harness::flag;
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
+    let mut args: Vec<String> = std::env::args().collect();
+    let extra: Vec<String> = match args.iter().position(|a| a == "--analyze") {
+        Some(i) => args.split_off(i).into_iter().skip(1).collect(),
+        None => Vec::new(),
+    };
     let messages: u64 = flag(&args, "--messages").unwrap_or(2_400_000);
     let speed: String = flag(&args, "--speed").unwrap_or_else(|| "10x".into());
     let minutes: u64 = flag(&args, "--minutes").unwrap_or(60);
@@ -66,6 +73,7 @@ fn main() {
         .arg(&out)
         .arg("--names")
         .arg(dir.join("names.txt"))
+        .args(&extra)
         .arg(&capture)
         .stdout(Stdio::null())
         .stderr(log)
