@@ -383,7 +383,7 @@ impl Merger {
                 if !stats.is_empty() {
                     events.push(SourceEvent::Stats {
                         origin: lane.reader.origin(),
-                        stats,
+                        stats: Box::new(stats),
                     });
                 }
             }
