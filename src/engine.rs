@@ -361,7 +361,12 @@ pub fn run(
                     .clock(job.clock.clone());
                 let messages = scope
                     .concatenate([messages, from_rows, from_calls])
-                    .correct(estimates, job.clock.lateness_ns, Arc::clone(&job.alignment));
+                    .correct(
+                        estimates,
+                        job.clock.lateness_ns,
+                        Arc::clone(&job.alignment),
+                        job.clock.reference.clone(),
+                    );
                 if job.emit.paths() {
                     let paths = messages
                         .clone()
