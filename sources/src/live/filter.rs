@@ -24,11 +24,14 @@
 //!
 //! The same as tcpdump's on the packets this sniffer sees: `ip`, `ip6` and `arp` test the
 //! link-layer protocol; `tcp`, `udp`, `sctp` test the IPv4 protocol field or the IPv6 next
-//! header (extension headers are not walked, as in tcpdump); `icmp` is IPv4 only and `icmp6`
-//! IPv6 only; `host` and `net` test the IP source and/or destination; `port` and `portrange`
-//! test the TCP, UDP or SCTP ports (of the first fragment only, for IPv4; with a protocol
-//! qualifier, that protocol only). A packet too short for a field a test reads is rejected
-//! whatever the rest of the expression says, as in BPF.
+//! header, or the next header after an IPv6 fragment header (other extension headers are not
+//! walked, as in tcpdump); `icmp` is IPv4 only and `icmp6` IPv6 only; `host` and `net` test
+//! the IP source and/or destination (tcpdump also tests the addresses in ARP packets; this
+//! does not); `port` and `portrange` test the TCP, UDP or SCTP ports (of the first fragment
+//! only for IPv4, right after the fixed header for IPv6; with a protocol qualifier, that
+//! protocol only). A packet too short for a field a test reads is rejected whatever the rest
+//! of the expression says, as in BPF. A test compares the two on generated packets when
+//! tcpdump is installed.
 //!
 //! # Layers
 //!
@@ -886,7 +889,17 @@ impl Prim {
             Prim::Ether(e) => ether(*e),
             Prim::Transport(t) => {
                 let v4 = and(ether(Ether::Ip), test(Load::Net(Size::B, 9), t.number()));
-                let v6 = and(ether(Ether::Ip6), test(Load::Net(Size::B, 6), t.number()));
+                // As libpcap: the next header, or the one after a fragment header (44).
+                let v6 = and(
+                    ether(Ether::Ip6),
+                    or(
+                        test(Load::Net(Size::B, 6), t.number()),
+                        and(
+                            test(Load::Net(Size::B, 6), 44),
+                            test(Load::Net(Size::B, 40), t.number()),
+                        ),
+                    ),
+                );
                 match t {
                     Transport::Icmp => v4,
                     Transport::Icmp6 => v6,
@@ -1552,10 +1565,14 @@ mod tests {
             (0x20, 0, 0, ad),      // ld #proto
             (0x15, 0, 2, 0x0800),  // jeq ip, else try ip6
             (0x30, 0, 0, 14 + 9),  // ldb [23]
-            (0x15, 4, 0, 17),      // jeq 17: accept, else try ip6
+            (0x15, 8, 0, 17),      // jeq 17: accept, else try ip6
             (0x20, 0, 0, ad),      // ld #proto
-            (0x15, 0, 3, 0x86dd),  // jeq ip6, else reject
+            (0x15, 0, 7, 0x86dd),  // jeq ip6, else reject
+            (0x30, 0, 0, 14 + 6),  // ldb [20]: next header
+            (0x15, 4, 0, 17),      // jeq 17: accept
             (0x30, 0, 0, 14 + 6),  // ldb [20]
+            (0x15, 0, 3, 44),      // jeq fragment header, else reject
+            (0x30, 0, 0, 14 + 40), // ldb [54]: the fragment header's next header
             (0x15, 0, 1, 17),      // jeq 17: accept, else reject
             (0x06, 0, 0, 262_144), // ret #snaplen
             (0x06, 0, 0, 0),       // ret #0
@@ -1713,12 +1730,13 @@ mod tests {
         let v6 = (
             0u16..3,
             0u16..3,
-            prop_oneof![Just(6u8), Just(17), Just(132), Just(58), Just(0)],
+            prop_oneof![Just(6u8), Just(17), Just(132), Just(58), Just(0), Just(44)],
+            prop_oneof![Just(6u8), Just(17)],
             0u16..4,
             0u16..4,
             0usize..80,
         )
-            .prop_map(|(s, d, nh, sp, dp, cut)| {
+            .prop_map(|(s, d, nh, after_fragment, sp, dp, cut)| {
                 let mut v = vec![0u8; 80];
                 v[0] = 0x60;
                 v[6] = nh;
@@ -1726,6 +1744,10 @@ mod tests {
                 v[24..40].copy_from_slice(&Ipv6Addr::new(0x2001, 0, 0, 0, 0, 0, 0, d).octets());
                 v[40..42].copy_from_slice(&sp.to_be_bytes());
                 v[42..44].copy_from_slice(&dp.to_be_bytes());
+                if nh == 44 {
+                    // A fragment header: its first byte is the next header.
+                    v[40] = after_fragment;
+                }
                 v.truncate(cut);
                 (v, 0x86ddu16)
             });
@@ -1734,6 +1756,230 @@ mod tests {
             prop_oneof![Just(0x0800u16), Just(0x86dd), Just(0x0806), any::<u16>()],
         );
         prop_oneof![v4, v6, noise]
+    }
+
+    // --- tcpdump as the reference ---------------------------------------------------------
+
+    fn tcpdump() -> Option<std::path::PathBuf> {
+        let paths = std::env::var_os("PATH")?;
+        std::env::split_paths(&paths)
+            .chain([std::path::PathBuf::from("/usr/sbin"), "/sbin".into()])
+            .map(|d| d.join("tcpdump"))
+            .find(|f| f.is_file())
+    }
+
+    /// An Ethernet frame around a network-layer packet.
+    fn ether_frame(ether_type: u16, packet: &[u8]) -> Vec<u8> {
+        let mut f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2];
+        f.extend_from_slice(&ether_type.to_be_bytes());
+        f.extend_from_slice(packet);
+        f
+    }
+
+    /// Transport header bytes with the ports first (TCP, UDP, SCTP, ICMP), 20 bytes.
+    fn transport(proto: u8, sport: u16, dport: u16) -> Vec<u8> {
+        let mut t = vec![0u8; 20];
+        t[0..2].copy_from_slice(&sport.to_be_bytes());
+        t[2..4].copy_from_slice(&dport.to_be_bytes());
+        if proto == 6 {
+            t[12] = 0x50;
+        }
+        if proto == 17 {
+            t[4..6].copy_from_slice(&20u16.to_be_bytes());
+        }
+        t
+    }
+
+    fn ipv4(src: u8, dst: u8, proto: u8, options: bool, fragment: u16, body: &[u8]) -> Vec<u8> {
+        let hl = if options { 24 } else { 20 };
+        let mut v = vec![0u8; hl];
+        v[0] = 0x40 | (hl / 4) as u8;
+        v[2..4].copy_from_slice(&((hl + body.len()) as u16).to_be_bytes());
+        v[6..8].copy_from_slice(&fragment.to_be_bytes());
+        v[8] = 64;
+        v[9] = proto;
+        v[12..16].copy_from_slice(&[10, 0, 0, src]);
+        v[16..20].copy_from_slice(&[10, 0, 0, dst]);
+        v.extend_from_slice(body);
+        v
+    }
+
+    fn ipv6(src: u16, dst: u16, next: u8, body: &[u8]) -> Vec<u8> {
+        let mut v = vec![0u8; 40];
+        v[0] = 0x60;
+        v[4..6].copy_from_slice(&(body.len() as u16).to_be_bytes());
+        v[6] = next;
+        v[7] = 64;
+        v[8..24].copy_from_slice(&Ipv6Addr::new(0x2001, 0, 0, 0, 0, 0, 0, src).octets());
+        v[24..40].copy_from_slice(&Ipv6Addr::new(0x2001, 0, 0, 0, 0, 0, 0, dst).octets());
+        v.extend_from_slice(body);
+        v
+    }
+
+    /// Frames over the address and port pools of `arb_expr`.
+    fn reference_frames() -> Vec<Vec<u8>> {
+        let mut frames = Vec::new();
+        for (s, d) in [(0, 1), (1, 0), (1, 2), (2, 2), (0, 2)] {
+            for proto in [6u8, 17, 132] {
+                for (sp, dp) in [(0, 1), (2, 3), (3, 3)] {
+                    frames.push(ether_frame(
+                        0x0800,
+                        &ipv4(s, d, proto, false, 0x4000, &transport(proto, sp, dp)),
+                    ));
+                    frames.push(ether_frame(
+                        0x86dd,
+                        &ipv6(s.into(), d.into(), proto, &transport(proto, sp, dp)),
+                    ));
+                }
+            }
+            frames.push(ether_frame(
+                0x0800,
+                &ipv4(s, d, 1, false, 0, &transport(1, 8, 0)),
+            ));
+            frames.push(ether_frame(
+                0x86dd,
+                &ipv6(s.into(), d.into(), 58, &transport(58, 128, 0)),
+            ));
+            // IPv4 options; a later fragment (no ports); IPv6 behind a fragment header.
+            frames.push(ether_frame(
+                0x0800,
+                &ipv4(s, d, 6, true, 0, &transport(6, 1, 2)),
+            ));
+            frames.push(ether_frame(
+                0x0800,
+                &ipv4(s, d, 17, false, 0x0020, &transport(17, 1, 2)),
+            ));
+            let mut fragment = vec![6u8, 0, 0, 1, 0, 0, 0, 7];
+            fragment.extend(transport(6, 2, 1));
+            frames.push(ether_frame(
+                0x86dd,
+                &ipv6(s.into(), d.into(), 44, &fragment),
+            ));
+        }
+        // ARP, with addresses outside the pools (tcpdump's `host` also reads ARP's).
+        let mut arp = vec![0, 1, 8, 0, 6, 4, 0, 1, 2, 0, 0, 0, 0, 1, 192, 168, 9, 9];
+        arp.extend([0, 0, 0, 0, 0, 0, 192, 168, 9, 8]);
+        frames.push(ether_frame(0x0806, &arp));
+        frames
+    }
+
+    /// Indices of the frames tcpdump's filter `expr` keeps (frame i is stamped i seconds).
+    fn tcpdump_keeps(tcpdump: &std::path::Path, file: &std::path::Path, expr: &str) -> Vec<usize> {
+        let out = std::process::Command::new(tcpdump)
+            .args(["-n", "-q", "-tt", "-r"])
+            .arg(file)
+            .arg(expr)
+            .output()
+            .unwrap();
+        if String::from_utf8_lossy(&out.stderr).contains("expression rejects all packets") {
+            return Vec::new();
+        }
+        assert!(
+            out.status.success(),
+            "tcpdump refused `{expr}`: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.split('.').next()?.parse::<usize>().ok())
+            .map(|s| s - 1_000_000)
+            .collect()
+    }
+
+    #[test]
+    fn filters_keep_what_tcpdump_keeps() {
+        let Some(tcpdump) = tcpdump() else {
+            let skip = std::env::var("CAUSEWAY_SKIP_SYSTEM_TESTS").is_ok_and(|v| v == "1");
+            assert!(
+                skip,
+                "this test needs tcpdump (or CAUSEWAY_SKIP_SYSTEM_TESTS=1)"
+            );
+            eprintln!("skipping: no tcpdump (CAUSEWAY_SKIP_SYSTEM_TESTS=1)");
+            return;
+        };
+        let frames = reference_frames();
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("frames.pcap");
+        {
+            use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
+            let header = PcapHeader {
+                datalink: pcap_file::DataLink::ETHERNET,
+                ..PcapHeader::default()
+            };
+            let mut w =
+                PcapWriter::with_header(std::fs::File::create(&file).unwrap(), header).unwrap();
+            for (i, f) in frames.iter().enumerate() {
+                let ts = std::time::Duration::from_secs(1_000_000 + i as u64);
+                w.write_packet(&PcapPacket::new(ts, f.len() as u32, f))
+                    .unwrap();
+            }
+        }
+        // The reading of tcpdump's output works: every frame passes an empty-ish filter.
+        assert_eq!(
+            tcpdump_keeps(&tcpdump, &file, "ip or ip6 or arp"),
+            (0..frames.len()).collect::<Vec<_>>()
+        );
+        let mut exprs: Vec<String> = [
+            "tcp",
+            "udp",
+            "sctp",
+            "icmp",
+            "icmp6",
+            "ip",
+            "ip6",
+            "arp",
+            "port 1",
+            "tcp port 3",
+            "udp dst port 3",
+            "src port 2",
+            "portrange 1-2",
+            "sctp src portrange 0-1",
+            "host 10.0.0.1",
+            "src host 10.0.0.2 and dst 10.0.0.0",
+            "net 10.0.0.0/30",
+            "dst net 2001::/64",
+            "host 2001::2",
+            "src and dst host 10.0.0.2",
+            "not tcp and not udp",
+            "tcp or udp and port 3",
+            "port 1 or 2",
+            "not port 1 or 2",
+            "ip6 and (tcp or icmp6)",
+            "! (host 10.0.0.1 || host 2001::1) && tcp",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        use proptest::strategy::ValueTree;
+        let mut runner = proptest::test_runner::TestRunner::deterministic();
+        for _ in 0..150 {
+            exprs.push(
+                arb_expr()
+                    .new_tree(&mut runner)
+                    .unwrap()
+                    .current()
+                    .to_string(),
+            );
+        }
+        for expr in &exprs {
+            let filter = Filter::parse(expr).unwrap_or_else(|e| panic!("{e}"));
+            let program = compile(&capture_core(Some(&filter), None), ETHER, 65_535).unwrap();
+            let ours: Vec<usize> = frames
+                .iter()
+                .enumerate()
+                .filter(|(_, f)| {
+                    let probe = Probe {
+                        data: f,
+                        protocol: u16::from_be_bytes([f[12], f[13]]),
+                        pkttype: 0,
+                        ifindex: 1,
+                    };
+                    program.run(&probe) != 0
+                })
+                .map(|(i, _)| i)
+                .collect();
+            assert_eq!(ours, tcpdump_keeps(&tcpdump, &file, expr), "`{expr}`");
+        }
     }
 
     proptest! {
