@@ -460,3 +460,76 @@ impl WaitOutput for Child {
         text
     }
 }
+
+/// `--duration` and `--count` end a live run with status 0 and the final statistics (here in
+/// a namespace of its own, on its loopback), and without CAP_NET_RAW the run fails at once
+/// with one line saying what it needs.
+#[test]
+fn live_runs_stop_on_duration_and_count_and_need_cap_net_raw() {
+    if !system_tools(&["ip", "setpriv", "python3"]) {
+        return;
+    }
+    let ns = Netns::new("ld");
+    let run = |extra: &[&str]| {
+        let mut c = ns.exec(bin().to_str().unwrap());
+        c.args([
+            "analyze", "--live", "lo", "--emit", "stats", "--format", "jsonl",
+        ])
+        .args(extra);
+        let started = Instant::now();
+        let out = c.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{extra:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let records: Vec<Value> = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        (final_stats(&records, "lo").clone(), started.elapsed())
+    };
+    let (stats, took) = run(&["--duration", "1s"]);
+    assert_eq!(stats["records"], 0, "{stats}");
+    assert_eq!(stats["kernel_drops"], 0, "{stats}");
+    assert!(took < Duration::from_secs(5), "--duration 1s took {took:?}");
+
+    // Datagrams over the namespace's loopback while a run waits for 25 of them.
+    let mut sender = ns.exec("python3");
+    sender
+        .args([
+            "-c",
+            "import socket, time\n\
+             s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+             for i in range(200):\n    s.sendto(b'x' * 10, ('127.0.0.1', 9)); time.sleep(0.01)",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let _sender = Running::spawn(sender, "python3");
+    let (stats, _) = run(&[
+        "--count",
+        "25",
+        "--filter",
+        "udp port 9",
+        "--duration",
+        "20s",
+    ]);
+    assert_eq!(stats["records"], 25, "{stats}");
+    assert_eq!(stats["udp"], 25, "{stats}");
+
+    let out = ns
+        .exec("setpriv")
+        .args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
+        .arg(bin())
+        .args(["analyze", "--live", "lo"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert_eq!(
+        stderr.trim_end(),
+        "causeway: error: capturing on lo needs CAP_NET_RAW (run as root or \
+         `setcap cap_net_raw+ep $(which causeway)`)"
+    );
+}
