@@ -18,14 +18,16 @@ use causeway_sinks::output::{Output, Rotation};
 use causeway_sinks::webhook::WebhookOptions;
 use causeway_sinks::{Buffered, SinkConfig, SinkSet, SpecOptions};
 use causeway_sources::decode::{DecodeOptions, NodeGranularity};
+use causeway_sources::live::LiveConfig;
+use causeway_sources::live::filter::Filter;
 use causeway_sources::{Alignment, InputSpec, OriginId, Origins, RunControl, SourceConfig};
 
 use crate::bootstrap::{SampleSize, bootstrap};
 use crate::cli::{
-    AggregateArg, AnalyzeArgs, DelayEstimateArg, EmitArg, EngineArgs, NodeGranularityArg,
+    AggregateArg, AnalyzeArgs, DelayEstimateArg, EmitArg, EngineArgs, LiveArgs, NodeGranularityArg,
     OutputArgs, ProgressArg, RunArgs, SnapArgs, StatsArgs,
 };
-use crate::engine::{self, Emit, Job, TcpJob};
+use crate::engine::{self, Emit, Job, SnifferJob, TcpJob};
 use crate::progress::Progress;
 use causeway_operators::AlertConfig;
 use causeway_operators::correlate::CorrelateConfig;
@@ -159,14 +161,59 @@ fn declared_sniffers(
     Ok(out)
 }
 
+/// The live sniffers of `--live`, their origins added to `origins` after the inputs'.
+fn sniffers(args: &LiveArgs, origins: &mut Origins) -> Result<Vec<SnifferJob>> {
+    let filter = match &args.filter {
+        Some(text) => Some(Filter::parse(text)?),
+        None => None,
+    };
+    if args.write.is_some() && args.interfaces.len() > 1 {
+        bail!(
+            "--write saves the capture of one interface; give one --live (`--live any` captures \
+             every interface into one file)"
+        );
+    }
+    let mut out: Vec<SnifferJob> = Vec::new();
+    for interface in &args.interfaces {
+        if interface.is_empty() {
+            bail!("--live needs an interface name, or `any`");
+        }
+        if origins.iter().any(|(_, o)| &o.name == interface) {
+            bail!("--live {interface}: an input or another --live is already named {interface}");
+        }
+        let origin = origins.intern(interface);
+        out.push(SnifferJob {
+            origin,
+            config: LiveConfig {
+                snaplen: args.snaplen.unwrap_or(causeway_sources::live::MAX_SNAPLEN),
+                filter: filter.clone(),
+                write: args.write.clone(),
+                ..LiveConfig::new(interface)
+            },
+        });
+    }
+    Ok(out)
+}
+
 /// `causeway analyze`.
 pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
-    let (inputs, origins) = inputs(&args.inputs);
+    let (inputs, mut origins) = inputs(&args.inputs);
+    let sniffers = sniffers(&args.capture, &mut origins)?;
+    if !sniffers.is_empty() && args.run.speed.0.is_some() {
+        bail!("--speed paces the replay of files; a live capture (--live) runs at its own pace");
+    }
     let names = Arc::new(match &args.names {
         Some(path) => Names::load(path)?,
         None => Names::new(),
     });
-    let lateness_ns = args.engine.lateness.as_nanos() as u64;
+    // Every input live on this host: one clock, packets handed over within ~100 ms.
+    let all_live = inputs.is_empty() && !sniffers.is_empty();
+    let lateness_ns = args.engine.lateness(all_live).as_nanos() as u64;
+    let reconcile_window = args.reconcile_window.unwrap_or(if all_live {
+        crate::cli::LIVE_WINDOW
+    } else {
+        std::time::Duration::from_secs(2)
+    });
     let declared = declared_sniffers(&args.sniffer, &origins)?;
     let boot = bootstrap(&inputs, &origins, &declared, SampleSize::default())?;
     for note in &boot.notes {
@@ -177,7 +224,10 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
             Some((id, _)) => Domain::Origin(id),
             None => Domain::Node(name.as_str().into()),
         }),
-        None => boot.reference.map(Domain::Origin),
+        None => boot
+            .reference
+            .or(sniffers.first().map(|s| s.origin))
+            .map(Domain::Origin),
     };
     let checkpoint = match &args.checkpoint {
         Some(dir) => {
@@ -222,7 +272,7 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
             // records in flight stay few.
             max_ahead_ns: SourceConfig::default()
                 .max_ahead_ns
-                .max(4 * (lateness_ns + args.reconcile_window.as_nanos() as u64) + 2_000_000_000),
+                .max(4 * (lateness_ns + reconcile_window.as_nanos() as u64) + 2_000_000_000),
             ..SourceConfig::default()
         },
         flows: FlowConfig {
@@ -255,22 +305,22 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
             ..FoldConfig::default()
         },
         reconcile: ReconcileConfig {
-            window_ns: args.reconcile_window.as_nanos() as u64,
+            window_ns: reconcile_window.as_nanos() as u64,
         },
         calls: CallsConfig {
-            window_ns: args.reconcile_window.as_nanos() as u64,
+            window_ns: reconcile_window.as_nanos() as u64,
             ..CallsConfig::default()
         },
         clock: ClockConfig {
             window_ns: args.clock_window.as_nanos() as u64,
             every_ns: args.clock_every.as_nanos() as u64,
             reference,
-            lateness_ns: lateness_ns + args.reconcile_window.as_nanos() as u64,
+            lateness_ns: lateness_ns + reconcile_window.as_nanos() as u64,
         },
         nat: NatConfig {
             min_evidence_tcp: args.nat_evidence.max(1),
             min_evidence_udp: (args.nat_evidence * 3).max(1),
-            window_ns: args.reconcile_window.as_nanos() as u64,
+            window_ns: reconcile_window.as_nanos() as u64,
             ..NatConfig::default()
         },
         link: LinkConfig {
@@ -280,12 +330,12 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
                 DelayEstimateArg::Smallest => DelayEstimate::Smallest,
                 DelayEstimateArg::Weighted => DelayEstimate::Weighted,
             },
-            lateness_ns: lateness_ns + args.reconcile_window.as_nanos() as u64,
+            lateness_ns: lateness_ns + reconcile_window.as_nanos() as u64,
             ..LinkConfig::default()
         },
         paths: PathsConfig {
             max_delay_ns: args.max_delay.as_nanos() as u64,
-            lateness_ns: lateness_ns + args.reconcile_window.as_nanos() as u64,
+            lateness_ns: lateness_ns + reconcile_window.as_nanos() as u64,
             max_path_ns: args.max_path.as_nanos() as u64,
             try_both: args.try_both,
             window_ns: args.window.as_nanos() as u64,
@@ -301,6 +351,7 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
         },
         tcp: tcp_job(&args.snap)?,
         live: None,
+        sniffers,
         control: run_control(&args.run)?,
         alerts: AlertConfig {
             rules: args.alert.clone(),
@@ -339,6 +390,7 @@ pub fn counting_job(inputs: Vec<InputSpec>, origins: Origins, lateness_ns: u64, 
         paths: PathsConfig::default(),
         tcp: TcpJob::default(),
         live: None,
+        sniffers: Vec::new(),
         control: RunControl::default(),
         alerts: AlertConfig::default(),
     }
@@ -426,7 +478,7 @@ pub fn stats(args: &StatsArgs) -> Result<()> {
     let mut job = counting_job(
         inputs,
         origins,
-        args.engine.lateness.as_nanos() as u64,
+        args.engine.lateness(false).as_nanos() as u64,
         emit,
     );
     job.control = run_control(&args.run)?;

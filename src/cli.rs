@@ -51,11 +51,18 @@ pub enum Command {
     /// request and aggregates them into path patterns with per-node delays and per-hop network
     /// latencies, reported continuously over a sliding window and in total.
     ///
+    /// With --live it captures from network interfaces itself (Linux, needs CAP_NET_RAW) and
+    /// reports as it goes until Ctrl-C, SIGTERM, --duration or --count ends the run; the final
+    /// patterns and statistics are then written and the exit status is 0.
+    ///
     /// Examples:
     ///   causeway analyze web1=web1.pcap db=db.pcapng.gz
     ///   causeway analyze --format jsonl -o out.jsonl --names hosts.txt trace.csv
     ///   causeway analyze --emit patterns,instances --format jsonl --names names.txt messages.csv
     ///   ssh web1 tcpdump -c 100000 -w - | causeway analyze web1=-
+    ///   causeway analyze --live eth0 --filter 'tcp and port 80' --emit-every 1s
+    ///   causeway analyze --live any --filter 'not port 22' --write cap.pcapng \
+    ///       --emit patterns,stats --emit-every 1s --format jsonl -o live.jsonl
     #[command(verbatim_doc_comment)]
     Analyze(Box<AnalyzeArgs>),
     /// Capture statistics: packets, bytes, time span, protocols, conversations, damage.
@@ -462,10 +469,26 @@ pub struct EngineArgs {
     #[arg(long, value_name = "FILE")]
     pub hostfile: Option<PathBuf>,
     /// How far behind the newest record the event-time watermark stays. Records older than
-    /// that are counted as late (and still used).
-    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
-    pub lateness: Duration,
+    /// that are counted as late (and still used). [default: 2s; 250ms when every input is an
+    /// `analyze --live` sniffer: they share this host's clock]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub lateness: Option<Duration>,
 }
+
+impl EngineArgs {
+    /// `--lateness`, or its default: 2 s, or 250 ms when every input is live on this host.
+    pub fn lateness(&self, all_live: bool) -> Duration {
+        self.lateness.unwrap_or(if all_live {
+            LIVE_WINDOW
+        } else {
+            Duration::from_secs(2)
+        })
+    }
+}
+
+/// Lateness and reconciliation window of a run whose inputs are all live sniffers on this
+/// host: their packets are stamped by one clock and handed over within about 100 ms.
+pub const LIVE_WINDOW: Duration = Duration::from_millis(250);
 
 /// Replay speed: `max`, or a factor such as `1`, `10x`, `0.5x`.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -503,13 +526,66 @@ pub struct RunArgs {
     pub config: Option<PathBuf>,
 }
 
+/// Live capture (`analyze --live`).
+#[derive(Debug, Args, Clone)]
+pub struct LiveArgs {
+    /// Capture packets from this network interface as they pass (`any`: every interface of
+    /// this network namespace, loopback included), and analyse them live. Repeatable; each
+    /// interface is a sniffer named after it. Linux only; needs CAP_NET_RAW. A live sniffer is
+    /// not sampled beforehand, so it counts as a segment sniffer unless --sniffer IFACE=IP,...
+    /// says which addresses are its host's.
+    #[arg(
+        long = "live",
+        id = "live",
+        value_name = "IFACE",
+        help_heading = "Live capture"
+    )]
+    pub interfaces: Vec<String>,
+    /// Capture only packets matching EXPR, in tcpdump's filter language: [src|dst] host ADDR,
+    /// [src|dst] net ADDR/LEN, [tcp|udp|sctp] [src|dst] port N, portrange N-M, ip, ip6, arp,
+    /// tcp, udp, sctp, icmp, icmp6, joined by and, or, not and parentheses (and/or bind
+    /// equally, left to right, as in tcpdump). Runs in the kernel (classic BPF): what does
+    /// not match never reaches causeway. Example: 'tcp and port 80 and not host 10.0.0.9'.
+    #[arg(
+        long,
+        value_name = "EXPR",
+        requires = "live",
+        help_heading = "Live capture"
+    )]
+    pub filter: Option<String>,
+    /// Bytes kept of each packet, link-layer header included (128 to 262144, default 262144,
+    /// whole packets). Analysis needs the headers and, to tell copies of a message apart
+    /// across sniffers, the payload.
+    #[arg(
+        long,
+        value_name = "BYTES",
+        requires = "live",
+        help_heading = "Live capture"
+    )]
+    pub snaplen: Option<u32>,
+    /// Also save what is captured to FILE as pcapng (nanosecond timestamps; Ethernet frames,
+    /// or Linux cooked v2 headers for `any`, as tcpdump writes them), flushed as it goes and
+    /// at the end. `causeway analyze FILE` replays it. Needs exactly one --live.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "live",
+        help_heading = "Live capture"
+    )]
+    pub write: Option<PathBuf>,
+}
+
 /// `causeway analyze`.
 #[derive(Debug, Args)]
 pub struct AnalyzeArgs {
     /// Captures (pcap, pcapng, optionally .gz) and message traces (CSV). NAME=PATH names the
-    /// sniffer (its clock domain); otherwise the file's stem does. `-` reads stdin.
-    #[arg(required = true, value_name = "INPUT")]
+    /// sniffer (its clock domain); otherwise the file's stem does. `-` reads stdin. Not
+    /// needed with --live.
+    #[arg(required_unless_present = "live", value_name = "INPUT")]
     pub inputs: Vec<String>,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub capture: LiveArgs,
     /// File mapping addresses to node names, one `ADDRESS NAME` per line (as /etc/hosts;
     /// ADDRESS is an IP or IP:port).
     #[arg(long, value_name = "FILE")]
@@ -526,9 +602,9 @@ pub struct AnalyzeArgs {
     pub sniffer: Vec<String>,
     /// How long after a message's first sighting the other sniffers' sightings are awaited
     /// (event time). Must cover network latency plus what is left of clock offsets after
-    /// alignment.
-    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
-    pub reconcile_window: Duration,
+    /// alignment. [default: 2s; 250ms when every input is a --live sniffer]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub reconcile_window: Option<Duration>,
     /// A TCP message ends after this long without a segment (else at the other side's data,
     /// FIN or RST).
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]

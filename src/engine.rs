@@ -38,6 +38,7 @@ use causeway_operators::{
 };
 use causeway_sinks::{Deliver, Record, SinkError, SinkSet};
 use causeway_sources::decode::DecodeOptions;
+use causeway_sources::live::{LiveConfig, LiveReader};
 use causeway_sources::tcpstats::netlink::{LivePoller, PollerConfig};
 use causeway_sources::{
     Alignment, InputSpec, ObservationReader, OriginId, Origins, ProgressCounter, RunControl,
@@ -126,6 +127,8 @@ pub struct Job {
     pub tcp: TcpJob,
     /// The live TCP-statistics poller, when there is one.
     pub live: Option<LiveJob>,
+    /// Live packet sniffers (`analyze --live`), read after the inputs.
+    pub sniffers: Vec<SnifferJob>,
     /// Replay pacing and early stops.
     pub control: RunControl,
     /// `--alert` rules.
@@ -156,6 +159,15 @@ pub struct LiveJob {
     pub stop: Arc<AtomicBool>,
     /// When to stop on its own.
     pub until: Option<Instant>,
+}
+
+/// A live packet sniffer on one interface.
+#[derive(Clone, Debug)]
+pub struct SnifferJob {
+    /// Its origin (the interface's name).
+    pub origin: OriginId,
+    /// What to capture and how.
+    pub config: LiveConfig,
 }
 
 /// The timely configuration for `args`.
@@ -217,7 +229,8 @@ pub fn timely_config(args: &EngineArgs) -> Result<Config> {
 /// waiting for the worker that reads them.
 type ReaderSlots = Arc<Mutex<Vec<Option<Box<dyn ObservationReader>>>>>;
 
-/// Opens the inputs this process's workers read. Input `i` goes to worker `i mod peers`.
+/// Opens the inputs this process's workers read. Input `i` goes to worker `i mod peers`;
+/// the live poller and the live sniffers come after the files, in that order.
 fn open_inputs(
     job: &Job,
     args: &EngineArgs,
@@ -244,6 +257,15 @@ fn open_inputs(
                 live.until,
             )?;
             slots.push(Some(Box::new(poller)));
+        } else {
+            slots.push(None);
+        }
+    }
+    for sniffer in &job.sniffers {
+        let worker = slots.len() % peers;
+        if worker / args.workers == args.process {
+            let reader = LiveReader::open(sniffer.origin, &sniffer.config, job.decode)?;
+            slots.push(Some(Box::new(reader)));
         } else {
             slots.push(None);
         }
@@ -366,7 +388,12 @@ pub fn run(
                     .clock(job.clock.clone());
                 let messages = scope
                     .concatenate([messages, from_rows, from_calls])
-                    .correct(estimates, job.clock.lateness_ns, Arc::clone(&job.alignment));
+                    .correct(
+                        estimates,
+                        job.clock.lateness_ns,
+                        Arc::clone(&job.alignment),
+                        job.clock.reference.clone(),
+                    );
                 if job.emit.paths() {
                     let paths = messages.clone().link(job.link).paths(job.paths.clone());
                     if job.emit.alerts {

@@ -28,7 +28,10 @@
 //!   estimates up to two seconds past its time have arrived (the frontier is past its time
 //!   plus two seconds plus the samples' lateness), and keeps its capability at the smallest
 //!   event time it holds, so that no message leaves with a time its successors' frontier has
-//!   passed; state: those messages and five minutes of estimates per domain.
+//!   passed; state: those messages and five minutes of estimates per domain. A message seen
+//!   only in the reference clock (whose offset is zero by definition, and zero in the coarse
+//!   alignment too) needs no estimate: it leaves at once, corrected as waiting would have
+//!   corrected it. A single sniffer, live or replayed, so pays no clock latency.
 //!
 //! Reports stop within `every_ns` of a domain graph's newest evidence rather than extrapolate
 //! past it; the final report repeats the last one. Estimates for correction go on (following
@@ -783,13 +786,32 @@ impl<'scope> Clock<'scope> for Stream<'scope, Time, Vec<DelayBounds>> {
 /// Extension trait: correct message timestamps to the reference clock.
 pub trait Correct<'scope> {
     /// Corrects messages with the broadcast `estimates`; `alignment` stands in for domains
-    /// without an estimate yet. See the module documentation.
+    /// without an estimate yet; messages seen in the `reference` clock only pass at once.
+    /// See the module documentation.
     fn correct(
         self,
         estimates: Stream<'scope, Time, Vec<ClockOffset>>,
         lateness_ns: Time,
         alignment: Arc<Alignment>,
+        reference: Option<Domain>,
     ) -> Stream<'scope, Time, Vec<Message>>;
+}
+
+/// Whether `m`'s correction cannot depend on estimates: each observed side is in the
+/// reference clock (offset 0 in every estimate) or in no domain, and the reference's coarse
+/// alignment, which stands in before the first estimate, is 0 too.
+fn needs_no_estimate(m: &Message, reference: Option<&Domain>, alignment: &Alignment) -> bool {
+    let Some(reference) = reference else {
+        return false;
+    };
+    let zero = match reference {
+        Domain::Origin(o) => alignment.offset(*o) == 0,
+        Domain::Node(_) => true,
+    };
+    let side = |raw: Option<Time>, d: &Option<Domain>| {
+        raw.is_none() || d.as_ref().is_none_or(|d| d == reference)
+    };
+    zero && side(m.send_ns, &m.send_domain) && side(m.recv_ns, &m.recv_domain)
 }
 
 /// Each domain's estimates by the second they are for.
@@ -838,6 +860,7 @@ impl<'scope> Correct<'scope> for Stream<'scope, Time, Vec<Message>> {
         estimates: Stream<'scope, Time, Vec<ClockOffset>>,
         lateness_ns: Time,
         alignment: Arc<Alignment>,
+        reference: Option<Domain>,
     ) -> Stream<'scope, Time, Vec<Message>> {
         self.binary_frontier(
             estimates,
@@ -852,12 +875,17 @@ impl<'scope> Correct<'scope> for Stream<'scope, Time, Vec<Message>> {
                 // stays at the smallest, so that downstream operators, which order by event
                 // time, never get a message whose time their frontier has passed.
                 let mut times: BTreeMap<Time, u32> = BTreeMap::new();
+                let mut ready: Vec<Message> = Vec::new();
                 move |(messages, frontier), (estimates, est_frontier), output| {
                     messages.for_each(|cap, batch| {
                         let t = cap.least().copied().unwrap_or(0);
                         // Until the estimates for its time and the look-ahead are in: the
                         // clock emits the estimate for a boundary before its frontier passes it.
                         for m in batch.drain(..) {
+                            if needs_no_estimate(&m, reference.as_ref(), &alignment) {
+                                ready.push(m);
+                                continue;
+                            }
                             let due = t.max(
                                 m.event_ns
                                     .saturating_add(LOOK_AHEAD_NS)
@@ -875,6 +903,13 @@ impl<'scope> Correct<'scope> for Stream<'scope, Time, Vec<Message>> {
                     let Some(cap) = held.as_mut() else { return };
                     let est_now = est_frontier.frontier().iter().next().copied();
                     let mut session = output.session(&*cap);
+                    // At once: the capability is at most the input frontier those messages
+                    // came at, which is at most their event times.
+                    for mut m in ready.drain(..) {
+                        m.send_corrected_ns = m.send_ns;
+                        m.recv_corrected_ns = m.recv_ns;
+                        session.give(m);
+                    }
                     while let Some(entry) = waiting.first_entry() {
                         if est_now.is_some_and(|e| *entry.key() >= e) {
                             break;
@@ -1055,5 +1090,73 @@ mod tests {
             feasible_range(&[(0.0, 0.0, 1.0), (0.0, 5.0, 1.0)], 1.0),
             None
         );
+    }
+
+    #[test]
+    fn messages_in_the_reference_clock_alone_do_not_wait_for_estimates() {
+        use std::sync::Mutex;
+        use timely::dataflow::InputHandle;
+        use timely::dataflow::operators::{Input, Inspect};
+
+        type Corrected = (u16, Option<Time>, Option<Time>);
+        let got: Arc<Mutex<Vec<Corrected>>> = Arc::default();
+        let sink = Arc::clone(&got);
+        timely::execute_directly(move |worker| {
+            let mut messages = InputHandle::new();
+            let mut estimates = InputHandle::new();
+            worker.dataflow::<Time, _, _>(|scope| {
+                let m = scope.input_from(&mut messages).container::<Vec<Message>>();
+                let e = scope
+                    .input_from(&mut estimates)
+                    .container::<Vec<ClockOffset>>();
+                m.correct(
+                    e,
+                    1_000_000_000,
+                    Arc::new(Alignment::none()),
+                    Some(Domain::Origin(OriginId(0))),
+                )
+                .inspect(move |m| {
+                    sink.lock().unwrap().push((
+                        m.origin.0,
+                        m.send_corrected_ns,
+                        m.recv_corrected_ns,
+                    ))
+                });
+            });
+            let t = 5_000_000_000;
+            let message = |origin: u16, recv: Option<u16>| Message {
+                send_ns: Some(t),
+                recv_ns: recv.map(|_| t + 1_000),
+                send_domain: Some(Domain::Origin(OriginId(origin))),
+                recv_domain: recv.map(|r| Domain::Origin(OriginId(r))),
+                origin: OriginId(origin),
+                event_ns: t,
+                ..Message::default()
+            };
+            messages.send(message(0, Some(0)));
+            messages.send(message(1, None));
+            messages.send(message(2, Some(0)));
+            messages.advance_to(t + 1);
+            for _ in 0..50 {
+                worker.step();
+            }
+            // The estimates' frontier is still at 0: only the message seen in the reference
+            // clock alone has left, uncorrected.
+            assert_eq!(*got.lock().unwrap(), vec![(0, Some(t), Some(t + 1_000))]);
+            estimates.advance_to(t + 10_000_000_000);
+            for _ in 0..50 {
+                worker.step();
+            }
+            let mut all = got.lock().unwrap().clone();
+            all.sort();
+            assert_eq!(
+                all,
+                vec![
+                    (0, Some(t), Some(t + 1_000)),
+                    (1, Some(t), None),
+                    (2, Some(t), Some(t + 1_000)),
+                ]
+            );
+        });
     }
 }

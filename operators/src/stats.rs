@@ -15,7 +15,7 @@
 //! use timely::dataflow::operators::capture::Extract;
 //! use timely::dataflow::operators::{Capture, ToStream};
 //!
-//! let delta = |records| SourceEvent::Stats { origin: OriginId(1), stats: SourceStats { records, ..Default::default() } };
+//! let delta = |records| SourceEvent::Stats { origin: OriginId(1), stats: Box::new(SourceStats { records, ..Default::default() }) };
 //! let captured = timely::example(move |scope| {
 //!     vec![delta(2), delta(3)].to_stream(scope).container::<Vec<_>>().collect_stats(None).capture()
 //! });

@@ -88,6 +88,8 @@ impl Record {
                     "tcp": st.tcp,
                     "udp": st.udp,
                     "ipv6": st.ipv6,
+                    "kernel_drops": st.kernel_drops,
+                    "ring_freezes": st.ring_freezes,
                     "formats": st.formats,
                     "linktypes": linktypes,
                     "final": s.last,

@@ -210,6 +210,17 @@ impl Table {
             if t.late > 0 {
                 line(&mut s, "late", &group(t.late));
             }
+            if t.kernel_drops > 0 || t.ring_freezes > 0 {
+                line(
+                    &mut s,
+                    "kernel drops",
+                    &format!(
+                        "{} (ring full {} times)",
+                        group(t.kernel_drops),
+                        group(t.ring_freezes)
+                    ),
+                );
+            }
             s.push('\n');
         }
         s

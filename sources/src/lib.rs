@@ -5,6 +5,8 @@
 //! - [`decode`]: frames to [`Packet`] observations (link layer, IP, TCP/UDP);
 //! - [`trace`]: message-trace CSV rows to [`TraceRow`] observations;
 //! - [`socketlog`]: directories of socket-call logs to [`SocketCall`] observations;
+//! - [`live`]: the live sniffer (AF_PACKET with a TPACKET_V3 ring, Linux): packets as they
+//!   pass an interface, with a BPF capture filter and an optional pcapng copy;
 //! - [`input`]: command-line inputs (`NAME=PATH`, `-`, gzip) opened and format-detected;
 //! - [`reader`]: an [`ObservationReader`] per input, counting into [`SourceStats`];
 //! - [`operator`]: the timely `source` operator that merges a worker's readers in event time
@@ -18,6 +20,7 @@
 
 pub mod decode;
 pub mod input;
+pub mod live;
 pub mod observation;
 pub mod operator;
 pub mod origin;
@@ -72,8 +75,8 @@ pub enum SourceEvent {
     Stats {
         /// Whose counts.
         origin: OriginId,
-        /// The delta.
-        stats: SourceStats,
+        /// The delta (boxed: the event's other kind is much smaller).
+        stats: Box<SourceStats>,
     },
     /// A warning about an input.
     Warning(Warning),

@@ -368,7 +368,12 @@ impl Merger {
                 }
                 sent += take;
             }
-            lane.refill(size);
+            // A live reader is asked once per activation (at its start): one that always has
+            // a little more would otherwise keep the worker here, with the capability where
+            // the activation began, until the budget is spent.
+            if !lane.reader.is_live() {
+                lane.refill(size);
+            }
         }
         None
     }
@@ -397,7 +402,7 @@ impl Merger {
                 if !stats.is_empty() {
                     events.push(SourceEvent::Stats {
                         origin: lane.reader.origin(),
-                        stats,
+                        stats: Box::new(stats),
                     });
                 }
             }
@@ -575,5 +580,102 @@ where
     }
     fn samples(&mut self, batch: &mut Vec<TcpSample>) {
         self.tcp.give_container(batch);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observation::{Endpoint, Packet, Protocol};
+    use crate::origin::OriginId;
+    use std::sync::atomic::AtomicUsize;
+    use timely::dataflow::operators::Probe;
+
+    /// A live reader that always has one more packet, a millisecond after the last.
+    struct Chatty {
+        calls: Arc<AtomicUsize>,
+        next_ns: Nanos,
+    }
+
+    impl ObservationReader for Chatty {
+        fn origin(&self) -> OriginId {
+            OriginId(0)
+        }
+        fn read_batch(&mut self, _max: usize, out: &mut Batch) -> bool {
+            self.calls.fetch_add(1, Ordering::Relaxed);
+            let end = Endpoint::new([10, 0, 0, 1], 80);
+            out.packets.push(Packet {
+                ts_ns: self.next_ns,
+                origin: OriginId(0),
+                src: end,
+                dst: end,
+                protocol: Protocol::Udp,
+                ttl: 64,
+                ip_id: 0,
+                tcp: None,
+                payload_len: 0,
+                payload_hash: 0,
+                payload_truncated: false,
+                wire_len: 60,
+            });
+            self.next_ns += 1_000_000;
+            true
+        }
+        fn reserve(&self, _max: usize, _out: &mut Batch) {}
+        fn take_stats(&mut self) -> SourceStats {
+            SourceStats::default()
+        }
+        fn take_warnings(&mut self) -> Vec<crate::Warning> {
+            Vec::new()
+        }
+        fn is_live(&self) -> bool {
+            true
+        }
+        fn clock_now(&self) -> Option<Nanos> {
+            Some(self.next_ns)
+        }
+    }
+
+    #[test]
+    fn a_live_reader_is_asked_once_per_activation_and_the_frontier_moves() {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&calls);
+        let stop = Arc::new(AtomicBool::new(false));
+        let control = RunControl {
+            stop: Some(Arc::clone(&stop)),
+            ..RunControl::default()
+        };
+        timely::execute_directly(move |worker| {
+            let probe = ProbeHandle::new();
+            worker.dataflow::<Time, _, _>(|scope| {
+                let reader: Box<dyn ObservationReader> = Box::new(Chatty {
+                    calls: Arc::clone(&counted),
+                    next_ns: 1_000_000_000,
+                });
+                let s = read_inputs(
+                    scope,
+                    vec![reader],
+                    SourceConfig {
+                        lateness_ns: 10_000_000,
+                        ..SourceConfig::default()
+                    },
+                    control,
+                    &Alignment::none(),
+                    None,
+                );
+                s.packets.probe_with(&probe);
+            });
+            for _ in 0..10 {
+                worker.step();
+            }
+            // Once per activation (and never more than twice per step), not until the budget
+            // of 8192 records is spent; meanwhile the frontier follows the records.
+            let n = counted.load(Ordering::Relaxed);
+            assert!((1..=20).contains(&n), "{n} reads in 10 steps");
+            assert!(!probe.less_than(&(1_000_000_000 + (n as u64 - 1) * 1_000_000 - 20_000_000)));
+            // The reader never ends: stop the run (as Ctrl-C does) so the dataflow completes.
+            stop.store(true, Ordering::Relaxed);
+        });
+        assert!(calls.load(Ordering::Relaxed) > 0);
     }
 }

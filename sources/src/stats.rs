@@ -133,6 +133,11 @@ pub struct SourceStats {
     pub ipv6: u64,
     /// Link-layer types seen (pcap LINKTYPE numbers), with packet counts.
     pub linktypes: BTreeMap<u16, u64>,
+    /// Packets the kernel dropped before a live sniffer read them: its ring was full
+    /// (`PACKET_STATISTICS` `tp_drops`; 0 for files).
+    pub kernel_drops: u64,
+    /// Times a live sniffer's ring was found full (`tp_freeze_q_cnt`; 0 for files).
+    pub ring_freezes: u64,
     /// File formats read for this origin ("pcap (µs)", "pcapng", "csv", ...), with file counts.
     pub formats: BTreeMap<String, u64>,
 }
@@ -193,6 +198,8 @@ impl SourceStats {
         self.tcp += other.tcp;
         self.udp += other.udp;
         self.ipv6 += other.ipv6;
+        self.kernel_drops += other.kernel_drops;
+        self.ring_freezes += other.ring_freezes;
         for (k, v) in &other.linktypes {
             *self.linktypes.entry(*k).or_default() += v;
         }

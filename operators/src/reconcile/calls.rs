@@ -535,10 +535,10 @@ impl<'scope> ReconcileCalls<'scope> for Stream<'scope, Time, Vec<SocketCall>> {
                     events_out.activate().session(&caps_now[2]).give_iterator(
                         counts.into_iter().map(|(origin, n)| SourceEvent::Stats {
                             origin,
-                            stats: SourceStats {
+                            stats: Box::new(SourceStats {
                                 unpaired: n,
                                 ..SourceStats::default()
-                            },
+                            }),
                         }),
                     );
                 }

@@ -392,7 +392,10 @@ impl<'scope> Reconcile<'scope> for Stream<'scope, Time, Vec<Sighting>> {
                     events_out.activate().session(&caps_now[3]).give_iterator(
                         counts
                             .into_iter()
-                            .map(|(origin, stats)| SourceEvent::Stats { origin, stats }),
+                            .map(|(origin, stats)| SourceEvent::Stats {
+                                origin,
+                                stats: Box::new(stats),
+                            }),
                     );
                 }
                 crate::follow_frontier(&mut caps, now);
