@@ -17,6 +17,10 @@
 //! Packets are stamped by the kernel with the same clock the harness reads, so the lags are
 //! wall-clock differences. Needs CAP_NET_RAW (root).
 //!
+//! Arguments after `--analyze` go to `causeway analyze` as they are (e.g. `--max-delay 200ms`:
+//! a path is final only once `--max-delay` has passed after its newest message with no child,
+//! so the instance lag is at least that plus the lateness).
+//!
 //! Run: `cargo bench --bench live` or
 //!      `cargo bench --bench live -- --rates 5000,20000 --seconds 10 --connections 8`
 
@@ -39,7 +43,11 @@ const REQUEST: usize = 64;
 const RESPONSE: usize = 256;
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
+    let mut args: Vec<String> = std::env::args().collect();
+    let extra: Vec<String> = match args.iter().position(|a| a == "--analyze") {
+        Some(i) => args.split_off(i).into_iter().skip(1).collect(),
+        None => Vec::new(),
+    };
     let rates = list_flag(&args, "--rates").unwrap_or(vec![2000, 5000, 10_000, 20_000, 40_000]);
     let seconds: u64 = flag(&args, "--seconds").unwrap_or(10);
     let connections: usize = flag(&args, "--connections").unwrap_or(8);
@@ -58,7 +66,7 @@ fn main() {
         "patt p99"
     );
     for &rate in &rates {
-        run(&causeway, rate, seconds, connections, workers);
+        run(&causeway, rate, seconds, connections, workers, &extra);
     }
 }
 
@@ -69,7 +77,14 @@ fn now_ns() -> u64 {
         .as_nanos() as u64
 }
 
-fn run(causeway: &PathBuf, rate: u64, seconds: u64, connections: usize, workers: usize) {
+fn run(
+    causeway: &PathBuf,
+    rate: u64,
+    seconds: u64,
+    connections: usize,
+    workers: usize,
+    extra: &[String],
+) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let stop = Arc::new(AtomicBool::new(false));
@@ -87,6 +102,7 @@ fn run(causeway: &PathBuf, rate: u64, seconds: u64, connections: usize, workers:
         ])
         .args(["--emit", "patterns,instances,stats", "--emit-every", "1s"])
         .args(["--workers", &workers.to_string(), "--format", "jsonl"])
+        .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -160,8 +176,8 @@ fn read_output(stdout: std::process::ChildStdout) -> Observed {
     let mut out = Observed {
         packets: 0,
         drops: 0,
-        instance_lag: Histogram::new(3).unwrap(),
-        pattern_lag: Histogram::new(3).unwrap(),
+        instance_lag: Histogram::new_with_bounds(1, 3_600_000_000, 3).unwrap(),
+        pattern_lag: Histogram::new_with_bounds(1, 3_600_000_000, 3).unwrap(),
     };
     for line in BufReader::new(stdout).lines() {
         let Ok(line) = line else { break };
@@ -178,6 +194,9 @@ fn read_output(stdout: std::process::ChildStdout) -> Observed {
                     .flatten()
                     .max();
                 if let Some(t) = newest {
+                    if std::env::var_os("LIVE_DEBUG").is_some() {
+                        eprintln!("instance newest {t} read {read_at} lag {} us", lag_us(t));
+                    }
                     out.instance_lag.saturating_record(lag_us(t));
                 }
             }
