@@ -253,6 +253,10 @@ mod imp {
         loopback: Option<u32>,
         decode: DecodeOptions,
         hold_back: u64,
+        /// When the ring was last found empty (realtime, ns): every packet stamped more than
+        /// `hold_back` before it has been read. The watermark follows this, not the clock, so
+        /// a reader that falls behind (a busy worker) does not make its backlog late.
+        drained_ns: Nanos,
         frame: Vec<u8>,
         writer: Option<CaptureWriter>,
         stats: SourceStats,
@@ -379,6 +383,7 @@ mod imp {
                 loopback,
                 decode,
                 hold_back: ring_config.hold_back().as_nanos() as u64,
+                drained_ns: realtime_ns(),
                 frame: Vec::with_capacity(config.snaplen as usize + SLL2_LEN + 4),
                 writer,
                 stats,
@@ -463,7 +468,7 @@ mod imp {
         }
 
         fn clock_now(&self) -> Option<Nanos> {
-            Some(realtime_ns().saturating_sub(self.hold_back))
+            Some(self.drained_ns.saturating_sub(self.hold_back))
         }
 
         fn reserve(&self, max: usize, out: &mut Batch) {
@@ -476,7 +481,9 @@ mod imp {
             let mut waited = false;
             let mut write_error = None;
             let mut wrote = false;
+            let mut drained_at = None;
             loop {
+                let started = realtime_ns();
                 let LiveReader {
                     ring,
                     link,
@@ -492,6 +499,7 @@ mod imp {
                 } = self;
                 while produced < max {
                     let Some(p) = ring.next_packet() else {
+                        drained_at = Some(started);
                         break;
                     };
                     if p.link.pkttype == super::filter::PACKET_OUTGOING as u8
@@ -587,6 +595,9 @@ mod imp {
                     std::thread::sleep(POLL_WAIT);
                     break;
                 }
+            }
+            if let Some(t) = drained_at {
+                self.drained_ns = self.drained_ns.max(t);
             }
             if let Some(e) = write_error {
                 let path = self
