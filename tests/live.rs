@@ -145,16 +145,18 @@ fn tshark_count(capture: &Path, filter: &str) -> usize {
 
 /// The analysis settings every run shares (live and replays): a single clock, so a short
 /// lateness and reconciliation window (the live defaults, given explicitly so that the
-/// replays use them too), and an application that answers in milliseconds.
+/// replays use them too), and an application that answers in milliseconds: a node holds a
+/// message at most 500 ms before sending what it caused (the pattern of a request is known
+/// that long after it at the earliest).
 const ANALYSIS: [&str; 8] = [
     "--lateness",
     "250ms",
     "--reconcile-window",
     "250ms",
     "--max-delay",
-    "1s",
+    "500ms",
     "--emit-every",
-    "1s",
+    "500ms",
 ];
 
 #[test]
@@ -202,7 +204,7 @@ fn live_capture_through_an_nginx_proxy_matches_its_replay() {
     std::fs::write(
         &conf,
         format!(
-            "worker_processes 1;\ndaemon off;\nuser root;\npid {d}/nginx.pid;\n\
+            "worker_processes 1;\ndaemon off;\nmaster_process off;\nuser root;\npid {d}/nginx.pid;\n\
              error_log {d}/nginx.log;\nevents {{ worker_connections 256; }}\n\
              http {{\n  access_log off;\n  client_body_temp_path {d}/body;\n  \
              proxy_temp_path {d}/proxy;\n  fastcgi_temp_path {d}/fcgi;\n  \
@@ -267,7 +269,7 @@ fn live_capture_through_an_nginx_proxy_matches_its_replay() {
             .arg(&out)
             .arg("--names")
             .arg(&names)
-            .args(["--max-delay", "1s", "--emit-every", "1s"])
+            .args(["--max-delay", "500ms", "--emit-every", "500ms"])
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(dir.join(format!("{name}.err"))).unwrap());
         let running = Running::spawn(c, "causeway");
