@@ -260,6 +260,17 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
         .as_ref()
         .and_then(|c| c.restore.as_ref())
         .map(|r| r.resume_ns);
+    // How far behind the frontier a message may reach `link`: the source's
+    // lateness, the reconciliation window, the message gap (a TCP message is emitted when it
+    // ends, up to the gap after its last segment; its event time is its first segment's) and
+    // the granularity of the windows' deadlines. `clock.correct` used to cover the last two
+    // by holding every message 2 s; a message seen in the reference clock alone no longer
+    // waits there, and results must not depend on how fast the frontier moves (live or
+    // replayed at any speed).
+    let messages_late_ns = lateness_ns
+        + reconcile_window.as_nanos() as u64
+        + args.message_gap.as_nanos() as u64
+        + causeway_operators::conn::DEADLINE_LAG_NS;
     let job = Job {
         inputs,
         origins,
@@ -330,11 +341,12 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
                 DelayEstimateArg::Smallest => DelayEstimate::Smallest,
                 DelayEstimateArg::Weighted => DelayEstimate::Weighted,
             },
-            lateness_ns: lateness_ns + reconcile_window.as_nanos() as u64,
+            lateness_ns: messages_late_ns,
             ..LinkConfig::default()
         },
         paths: PathsConfig {
             max_delay_ns: args.max_delay.as_nanos() as u64,
+            // `link` hands messages on in event-time order, at most this much behind.
             lateness_ns: lateness_ns + reconcile_window.as_nanos() as u64,
             max_path_ns: args.max_path.as_nanos() as u64,
             try_both: args.try_both,

@@ -171,7 +171,7 @@ impl<S> ConnTable<S> {
     }
 }
 
-/// Keys to look at when the frontier passes a deadline, bucketed by 2^30 ns (about a second):
+/// Keys to look at when the frontier passes a deadline, bucketed by 2^27 ns (about 134 ms):
 /// the owner checks the exact deadline when a bucket comes due, so bucketing only bounds how
 /// much later than its deadline a key is looked at. Scheduling is lazy: a key may be listed
 /// under several buckets, and the owner skips the ones not due and lists the key again. An
@@ -190,8 +190,14 @@ impl<K> Default for Deadlines<K> {
     }
 }
 
-/// log2 of the deadline bucket width in ns.
-const BUCKET_SHIFT: u32 = 30;
+/// log2 of the deadline bucket width in ns. The width bounds how late after its deadline a
+/// key is looked at, so it adds to how late a windowed operator emits (a message that
+/// `reconcile` holds `window_ns` leaves up to that much later): small enough for live runs,
+/// whose results lag by the sum of such delays, large enough that a key is seldom relisted.
+const BUCKET_SHIFT: u32 = 27;
+
+/// How much later than its deadline a key may be looked at: the bucket width.
+pub const DEADLINE_LAG_NS: Time = 1 << BUCKET_SHIFT;
 
 impl<K: Ord> Deadlines<K> {
     /// The bucket a deadline falls in.

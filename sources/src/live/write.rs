@@ -2,7 +2,9 @@
 //!
 //! - **Input**: every frame the sniffer read from its ring (non-IP frames and frames the
 //!   analysis skips included), with the link-layer header the sniffer gives it (Ethernet, or
-//!   a Linux cooked v2 header for `any`), its capture time and its length on the wire.
+//!   a Linux cooked v2 header for `any`), its capture time and its length on the wire. Frames
+//!   read from the ring together with the last one a stopped run analysed are in the file
+//!   too (the run counts them as skipped, `stopped`).
 //! - **Output**: a pcapng file, little-endian: a section header (`shb_userappl` names
 //!   causeway), one interface description (link type, snap length, `if_name`, `if_filter`,
 //!   `if_tsresol` 9: nanosecond timestamps), an enhanced packet block per frame and, when the
