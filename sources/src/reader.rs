@@ -111,6 +111,34 @@ impl Ledger {
     }
 }
 
+/// Decodes `frame` into `out` and counts it in `stats`: its protocol and IP version, or why
+/// it was skipped. Returns whether it became a packet. Shared by every packet reader.
+pub(crate) fn decode_counted(
+    frame: &crate::pcap::Frame<'_>,
+    origin: OriginId,
+    options: DecodeOptions,
+    stats: &mut SourceStats,
+    out: &mut Batch,
+) -> bool {
+    match decode(frame, origin, options) {
+        Ok((packet, version)) => {
+            match packet.protocol {
+                Protocol::Tcp => stats.tcp += 1,
+                Protocol::Udp => stats.udp += 1,
+            }
+            if version == IpVersion::V6 {
+                stats.ipv6 += 1;
+            }
+            out.packets.push(packet);
+            true
+        }
+        Err(reason) => {
+            stats.skip(reason);
+            false
+        }
+    }
+}
+
 /// Packets from a pcap or pcapng stream.
 pub struct PacketReader<R> {
     frames: FrameReader<R>,
@@ -180,19 +208,8 @@ impl<R: Read + Send> ObservationReader for PacketReader<R> {
                     linktype = Some((frame.linktype, 1));
                 }
             }
-            match decode(&frame, origin, self.options) {
-                Ok((packet, version)) => {
-                    match packet.protocol {
-                        Protocol::Tcp => stats.tcp += 1,
-                        Protocol::Udp => stats.udp += 1,
-                    }
-                    if version == IpVersion::V6 {
-                        stats.ipv6 += 1;
-                    }
-                    out.packets.push(packet);
-                    produced += 1;
-                }
-                Err(reason) => stats.skip(reason),
+            if decode_counted(&frame, origin, self.options, stats, out) {
+                produced += 1;
             }
         }
         if let Some((lt, n)) = linktype {

@@ -198,8 +198,8 @@ mod imp {
     use super::{
         DecodeOptions, LiveConfig, LiveError, MAX_SNAPLEN, MIN_SNAPLEN, OriginId, POLL_WAIT,
     };
-    use crate::decode::{IpVersion, decode, linktype};
-    use crate::observation::{Batch, Nanos, Protocol};
+    use crate::decode::linktype;
+    use crate::observation::{Batch, Nanos};
     use crate::pcap::Frame;
     use crate::reader::ObservationReader;
     use crate::stats::SourceStats;
@@ -570,19 +570,8 @@ mod imp {
                         offset: *frames,
                         interface: 0,
                     };
-                    match decode(&f, origin, *options) {
-                        Ok((packet, version)) => {
-                            match packet.protocol {
-                                Protocol::Tcp => stats.tcp += 1,
-                                Protocol::Udp => stats.udp += 1,
-                            }
-                            if version == IpVersion::V6 {
-                                stats.ipv6 += 1;
-                            }
-                            out.packets.push(packet);
-                            produced += 1;
-                        }
-                        Err(reason) => stats.skip(reason),
+                    if crate::reader::decode_counted(&f, origin, *options, stats, out) {
+                        produced += 1;
                     }
                 }
                 if produced > 0 || waited || produced >= max {
@@ -716,11 +705,9 @@ mod imp {
                     return;
                 };
                 assert_eq!(packets.len(), 50, "{interface}: {packets:?}");
-                assert!(
-                    packets
-                        .iter()
-                        .all(|p| p.payload_len == 13 && p.protocol == Protocol::Udp)
-                );
+                assert!(packets.iter().all(
+                    |p| p.payload_len == 13 && p.protocol == crate::observation::Protocol::Udp
+                ));
                 assert!(packets.windows(2).all(|w| w[0].ts_ns <= w[1].ts_ns));
                 assert_eq!((stats.records, stats.udp, stats.kernel_drops), (50, 50, 0));
                 let lt = if interface == "lo" {
