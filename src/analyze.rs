@@ -359,6 +359,7 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
             aggregate_roles: args.aggregate == AggregateArg::Roles,
             names: Arc::clone(&names),
             max_patterns: args.max_patterns,
+            max_pattern_bytes: usize::try_from(args.pattern_memory).unwrap_or(usize::MAX),
             checkpoint: checkpoint.clone(),
         },
         tcp: tcp_job(&args.snap)?,

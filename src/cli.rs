@@ -667,6 +667,11 @@ pub struct AnalyzeArgs {
         help_heading = "Paths"
     )]
     pub max_patterns: usize,
+    /// Most memory the pattern table may hold: every pattern's totals, window and
+    /// distributions (suffixes K, M, G). Beyond, the least expected patterns are evicted and
+    /// retracted, until it holds three quarters of this; so a long run's memory stays flat.
+    #[arg(long, value_name = "BYTES", default_value = "64M", value_parser = parse_size, help_heading = "Paths")]
+    pub pattern_memory: u64,
     /// Raise an `alert` record, sent to every sink, when a rule starts to hold (and a
     /// `resolved` one when it stops); repeatable. Judged over the sliding --window at every
     /// snapshot (--emit-every). Rules:

@@ -316,3 +316,78 @@ fn patterns_do_not_depend_on_workers_or_timing() {
     assert!(!one.is_empty());
     assert_eq!(run("2"), one, "captures on two workers");
 }
+
+/// `--pattern-memory` bounds the pattern table: at every snapshot it holds no more than the
+/// bound (as `paths` counts it, and its running count agrees with a recount), the patterns
+/// beyond it are evicted and retracted, and the busiest patterns are kept whole.
+#[test]
+fn pattern_memory_bounds_the_table_and_keeps_the_busiest_patterns() {
+    let dir = scratch("paths-memory");
+    generate(
+        &dir,
+        &[
+            "--preset",
+            "multi-tier",
+            "--format",
+            "csv",
+            "--messages",
+            "20000",
+        ],
+    );
+    let names = dir.join("names.txt");
+    let csv = dir.join("messages.csv");
+    let run = |memory: &str| {
+        let out = std::process::Command::new(bin())
+            .args(["analyze", "--format", "jsonl", "--emit", "patterns"])
+            .args(["--emit-every", "5s", "--pattern-memory", memory])
+            .args(["--names", names.to_str().unwrap(), csv.to_str().unwrap()])
+            .env("CAUSEWAY_LOG", "info,causeway_operators::paths=debug")
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let records: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        (records, String::from_utf8(out.stderr).unwrap())
+    };
+    let (all, _) = run("1G");
+    let bound = 1_500 * 1024;
+    let (bounded, log) = run("1500K");
+    assert!(!log.contains("was counted as"), "{log}");
+    assert!(
+        log.contains("evicting those with the smallest expected"),
+        "{log}"
+    );
+    let held: Vec<u64> = log
+        .lines()
+        .filter_map(|l| l.strip_prefix("causeway: debug: paths: "))
+        .filter_map(|l| l.split(" patterns hold ").nth(1))
+        .map(|rest| rest.trim_end_matches(" KiB").parse::<u64>().unwrap() * 1024)
+        .collect();
+    assert!(held.len() >= 5, "{log}");
+    assert!(held.iter().all(|&h| h <= bound), "{held:?} over {bound}");
+    // Without the bound the table is larger; with it, rare patterns were retracted.
+    let unbounded = final_patterns(&all);
+    let kept = final_patterns(&bounded);
+    assert!(
+        kept.len() < unbounded.len(),
+        "{} of {}",
+        kept.len(),
+        unbounded.len()
+    );
+    assert!(
+        bounded
+            .iter()
+            .any(|r| r["kind"] == "pattern" && r["count"] == 0)
+    );
+    // The busiest patterns are untouched: same counts and expected counts.
+    for p in &unbounded[..4] {
+        assert!(
+            kept.contains(p),
+            "{p:?} lost: {:?}",
+            &kept[..4.min(kept.len())]
+        );
+    }
+}

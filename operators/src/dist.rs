@@ -113,6 +113,16 @@ impl Dist {
         self.hist = Some(Box::new(h));
     }
 
+    /// Bytes this distribution holds on the heap (its values, or its histogram's counts).
+    /// O(1).
+    pub fn heap_bytes(&self) -> usize {
+        self.small.capacity() * std::mem::size_of::<(u32, f32)>()
+            + self.hist.as_ref().map_or(0, |h| {
+                std::mem::size_of::<Histogram<u32>>()
+                    + h.distinct_values() * std::mem::size_of::<u32>()
+            })
+    }
+
     /// Total weight.
     pub fn weight(&self) -> f64 {
         self.weight

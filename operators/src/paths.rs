@@ -30,9 +30,13 @@
 //! - **State**: the linked messages of the last `max_delay_ns` + lateness, and those still
 //!   reachable from a root that is not final; freed as soon as no unfinished root precedes
 //!   them. Per pattern, its totals and the window's buckets (buckets older than the window are
-//!   dropped). At most `max_patterns` (plus a quarter) patterns are kept: beyond, those with
-//!   the smallest expected counts are evicted and retracted (count 0). Memory follows the
-//!   message rate times the path duration, plus the pattern table; never the length of the
+//!   dropped). The pattern table has two bounds: at most `max_patterns` (plus a quarter)
+//!   patterns, and at most `max_pattern_bytes` held by them (a running count of what their
+//!   distributions allocate, checked against a recount at every snapshot). Beyond either,
+//!   those with the smallest expected counts are evicted and retracted (count 0). The byte
+//!   bound is what keeps a long run flat: the distributions of the patterns kept grow as
+//!   they collect values long after their number stops growing. Memory follows the message
+//!   rate times the path duration, plus the bounded pattern table; never the length of the
 //!   input.
 //! - **Cost**: per root, `O(m · 2^k)` for `m` messages and `k` try-both decisions, plus
 //!   building the pattern's canonical text once per instance.
@@ -129,6 +133,11 @@ pub struct PathsConfig {
     /// evicted (and retracted in the output), so that memory stays bounded however many rare,
     /// improbable patterns a long run infers.
     pub max_patterns: usize,
+    /// Most bytes the pattern table may hold (every pattern's totals, window buckets and
+    /// distributions, as [`Agg::heap_bytes`] counts them). Beyond it the patterns with the
+    /// smallest expected counts are evicted until it holds three quarters of this, so that
+    /// memory stays flat however the distributions of the patterns kept grow.
+    pub max_pattern_bytes: usize,
     /// Saving (and restoring) the pattern totals (`--checkpoint`).
     pub checkpoint: Option<CheckpointConfig>,
 }
@@ -233,6 +242,7 @@ impl Default for PathsConfig {
             aggregate_roles: false,
             names: Arc::new(Names::new()),
             max_patterns: 2_000,
+            max_pattern_bytes: 64 << 20,
             checkpoint: None,
         }
     }
@@ -359,6 +369,18 @@ impl Stats {
         }
     }
 
+    /// Bytes this holds on the heap. O(hops).
+    fn heap_bytes(&self) -> usize {
+        (self.delay.capacity() + self.network.capacity()) * std::mem::size_of::<Dist>()
+            + self.e2e.heap_bytes()
+            + self
+                .delay
+                .iter()
+                .chain(&self.network)
+                .map(Dist::heap_bytes)
+                .sum::<usize>()
+    }
+
     fn hops(&self) -> Vec<HopStats> {
         let opt = |d: &Dist| (!d.is_empty()).then(|| d.summary());
         self.delay
@@ -384,6 +406,23 @@ struct Agg {
     reported: bool,
     /// Whether the last windowed report had a count.
     shown: bool,
+}
+
+impl Agg {
+    /// Bytes this pattern holds, the table's slot included: what `max_pattern_bytes` counts.
+    /// O(buckets · hops).
+    fn heap_bytes(&self) -> usize {
+        std::mem::size_of::<(u64, Agg)>()
+            + self.id.capacity()
+            + self.tree.len() * (std::mem::size_of::<PatternNode>() + 16)
+            + self.total.heap_bytes()
+            + self.buckets.capacity() * std::mem::size_of::<(Time, Stats)>()
+            + self
+                .buckets
+                .iter()
+                .map(|(_, s)| s.heap_bytes())
+                .sum::<usize>()
+    }
 }
 
 /// One message of an instance as its pattern has it: interned labels, the receiver's port
@@ -466,6 +505,8 @@ struct Paths {
     evicted: Vec<(u64, String, PatternNode, bool, bool)>,
     /// Patterns evicted so far.
     evictions: u64,
+    /// Bytes the pattern table holds ([`Agg::heap_bytes`] summed).
+    table_bytes: usize,
     next_snapshot: Option<Time>,
     last_expiry: Time,
     /// Checkpoint settings and when it was last saved.
@@ -485,19 +526,18 @@ impl Paths {
         for (i, p) in c.patterns.iter().enumerate() {
             let key = u64::MAX - i as u64;
             self.restored.insert(p.id.clone(), key);
-            self.patterns.insert(
-                key,
-                Agg {
-                    id: p.id.clone(),
-                    tree: p.tree.clone(),
-                    total: p.total.clone(),
-                    first_ns: p.first_ns,
-                    buckets: p.buckets.iter().cloned().collect(),
-                    touched: true,
-                    reported: false,
-                    shown: false,
-                },
-            );
+            let agg = Agg {
+                id: p.id.clone(),
+                tree: p.tree.clone(),
+                total: p.total.clone(),
+                first_ns: p.first_ns,
+                buckets: p.buckets.iter().cloned().collect(),
+                touched: true,
+                reported: false,
+                shown: false,
+            };
+            self.table_bytes += agg.heap_bytes();
+            self.patterns.insert(key, agg);
         }
     }
 
@@ -887,11 +927,11 @@ impl Paths {
     }
 
     fn aggregate(&mut self, root_ns: Time, b: &Built) -> String {
-        if !self.patterns.contains_key(&b.key) {
-            let cap = self.config.max_patterns.max(1);
-            if self.patterns.len() >= cap + cap / 4 {
-                self.evict(cap);
-            }
+        let cap = self.config.max_patterns.max(1);
+        let over_count =
+            self.patterns.len() >= cap + cap / 4 && !self.patterns.contains_key(&b.key);
+        if over_count || self.table_bytes > self.config.max_pattern_bytes {
+            self.evict(cap, self.config.max_pattern_bytes / 4 * 3);
         }
         let n = b.hops.len();
         if !self.patterns.contains_key(&b.key) && !self.restored.is_empty() {
@@ -906,25 +946,25 @@ impl Paths {
         }
         if !self.patterns.contains_key(&b.key) {
             let tree = self.tree(&b.shape);
-            self.patterns.insert(
-                b.key,
-                Agg {
-                    id: tree.id(),
-                    tree,
-                    total: Stats::new(n),
-                    first_ns: root_ns,
-                    buckets: VecDeque::new(),
-                    touched: false,
-                    reported: false,
-                    shown: false,
-                },
-            );
+            let agg = Agg {
+                id: tree.id(),
+                tree,
+                total: Stats::new(n),
+                first_ns: root_ns,
+                buckets: VecDeque::new(),
+                touched: false,
+                reported: false,
+                shown: false,
+            };
+            self.table_bytes += agg.heap_bytes();
+            self.patterns.insert(b.key, agg);
         }
         let every = self.config.every_ns;
         let bucket = root_ns - root_ns % every;
         let Some(agg) = self.patterns.get_mut(&b.key) else {
             return String::new();
         };
+        let before = agg.heap_bytes();
         agg.touched = true;
         agg.first_ns = agg.first_ns.min(root_ns);
         let pos = agg.buckets.iter().rposition(|(s, _)| *s == bucket);
@@ -953,31 +993,42 @@ impl Paths {
                 }
             }
         }
+        self.table_bytes = (self.table_bytes + agg.heap_bytes()).saturating_sub(before);
         agg.id.clone()
     }
 
-    /// Evicts the patterns with the smallest expected counts until `keep` remain. Amortised:
-    /// called when the table is a quarter over `keep`, so each insertion pays `O(log n)`.
-    fn evict(&mut self, keep: usize) {
+    /// Evicts the patterns with the smallest expected counts until at most `keep` remain
+    /// and they hold at most `keep_bytes`. Amortised: called when the table is a quarter over
+    /// `keep` or over `max_pattern_bytes` (a quarter more than `keep_bytes`), so each
+    /// insertion pays `O(log n)`.
+    fn evict(&mut self, keep: usize, keep_bytes: usize) {
         let mut by_expected: Vec<(f64, u64)> = self
             .patterns
             .iter()
             .map(|(key, a)| (a.total.expected, *key))
             .collect();
-        let excess = by_expected.len().saturating_sub(keep);
-        if excess == 0 {
-            return;
-        }
-        by_expected.select_nth_unstable_by(excess - 1, |a, b| a.0.total_cmp(&b.0));
+        by_expected.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         if self.evictions == 0 {
+            let bound = if self.patterns.len() > keep {
+                format!("more than {keep} patterns (--max-patterns)")
+            } else {
+                format!(
+                    "patterns hold more than {:.1} MiB (--pattern-memory)",
+                    self.config.max_pattern_bytes as f64 / 1_048_576.0
+                )
+            };
             tracing::warn!(
-                "paths: more than {keep} patterns; evicting those with the smallest expected \
-                 counts (retracted in the output; raise --max-patterns to keep more)"
+                "paths: {bound}; evicting those with the smallest expected counts (retracted \
+                 in the output; raise the bound to keep more)"
             );
         }
-        for (_, key) in by_expected.into_iter().take(excess) {
+        for (_, key) in by_expected {
+            if self.patterns.len() <= keep && self.table_bytes <= keep_bytes {
+                break;
+            }
             if let Some(agg) = self.patterns.remove(&key) {
                 self.evictions += 1;
+                self.table_bytes = self.table_bytes.saturating_sub(agg.heap_bytes());
                 if agg.reported || agg.shown {
                     self.evicted
                         .push((key, agg.id, agg.tree, agg.shown, agg.reported));
@@ -1081,9 +1132,10 @@ impl Paths {
         }
         if last && self.evictions > 0 {
             tracing::info!(
-                "paths: {} patterns evicted in all (--max-patterns {})",
+                "paths: {} patterns evicted in all (--max-patterns {}, --pattern-memory {:.1} MiB)",
                 self.evictions,
-                self.config.max_patterns
+                self.config.max_patterns,
+                self.config.max_pattern_bytes as f64 / 1_048_576.0
             );
         }
         // In id order, so that output does not depend on hashing.
@@ -1091,6 +1143,7 @@ impl Paths {
             self.patterns.iter().map(|(k, a)| (&a.id, *k)).collect();
         keys.sort();
         let keys: Vec<u64> = keys.into_iter().map(|(_, k)| k).collect();
+        let mut held = 0;
         for key in keys {
             let Some(agg) = self.patterns.get_mut(&key) else {
                 continue;
@@ -1098,8 +1151,11 @@ impl Paths {
             let id = agg.id.clone();
             let before = agg.buckets.len();
             while agg.buckets.front().is_some_and(|(s, _)| *s < start) {
-                agg.buckets.pop_front();
+                if let Some((_, old)) = agg.buckets.pop_front() {
+                    self.table_bytes = self.table_bytes.saturating_sub(old.heap_bytes());
+                }
             }
+            held += agg.heap_bytes();
             let window_changed = agg.buckets.len() != before;
             if !(agg.touched || window_changed || last) {
                 continue;
@@ -1132,6 +1188,18 @@ impl Paths {
             }
             agg.touched = false;
         }
+        if held != self.table_bytes {
+            tracing::warn!(
+                "paths: the pattern table's size was counted as {} bytes, but it holds {held}",
+                self.table_bytes
+            );
+            self.table_bytes = held;
+        }
+        tracing::debug!(
+            "paths: {} patterns hold {} KiB",
+            self.patterns.len(),
+            held >> 10
+        );
         self.save(at, last);
     }
 }
@@ -1204,6 +1272,7 @@ impl<'scope> BuildPaths<'scope> for Stream<'scope, Time, Vec<Linked>> {
                     labels: RefCell::new(Labels::default()),
                     evicted: Vec::new(),
                     evictions: 0,
+                    table_bytes: 0,
                     next_snapshot: None,
                     last_expiry: 0,
                     checkpointer: None,
