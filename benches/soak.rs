@@ -6,11 +6,13 @@
 //! trace time), replayed with `--speed` (default 10x) so that the run lasts `--minutes`
 //! (default 60) of wall time: ten hours of traffic pass through every window while it runs.
 //! The command is `causeway analyze --speed S --duration Mm --emit patterns,stats
-//! --emit-every 60s --format jsonl -o soak.jsonl mirror.pcap.gz`; its `stats` records tell how
-//! far it has read.
+//! --emit-every 60s --format jsonl -o soak-PID.jsonl mirror.pcap.gz`; its `stats` records tell
+//! how far it has read, and its debug log (`CAUSEWAY_LOG`, `paths` at debug by default) how
+//! large the pattern table is.
 //!
 //! Every `--sample` seconds (default 60) it prints the wall minute, VmRSS and VmHWM of the
-//! process (from /proc), and the trace time reached. The capture is generated once into
+//! process (from /proc), the trace time reached, and the pattern table's size (patterns, and
+//! the bytes `--pattern-memory` counts). The capture is generated once into
 //! `target/bench-data/soak-N/` and kept.
 //!
 //! Arguments after `--analyze` go to `causeway analyze` as they are (e.g. `--max-patterns 200
@@ -63,8 +65,12 @@ fn main() {
             .unwrap();
         assert!(status.success(), "generate failed");
     }
-    let out = dir.join("soak.jsonl");
-    let log = std::fs::File::create(dir.join("soak.stderr")).unwrap();
+    // Named by this harness's pid, so that several soaks can run side by side.
+    let me = std::process::id();
+    let out = dir.join(format!("soak-{me}.jsonl"));
+    let log_path = dir.join(format!("soak-{me}.stderr"));
+    let log = std::fs::File::create(&log_path).unwrap();
+    println!("output {}, log {}", out.display(), log_path.display());
     let mut child = Command::new(&causeway)
         .args(["analyze", "--speed", &speed])
         .args(["--duration", &format!("{minutes}m")])
@@ -75,14 +81,19 @@ fn main() {
         .arg(dir.join("names.txt"))
         .args(&extra)
         .arg(&capture)
+        .env(
+            "CAUSEWAY_LOG",
+            std::env::var("CAUSEWAY_LOG")
+                .unwrap_or_else(|_| "warn,causeway_operators::paths=debug".into()),
+        )
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()
         .unwrap();
     let pid = child.id();
     println!(
-        "{:>6} {:>10} {:>10} {:>12} {:>10}",
-        "minute", "RSS MiB", "HWM MiB", "packets", "trace h"
+        "{:>6} {:>10} {:>10} {:>12} {:>10} {:>9} {:>10}",
+        "minute", "RSS MiB", "HWM MiB", "packets", "trace h", "patterns", "table MiB"
     );
     let start = Instant::now();
     let mut first_ns: Option<u64> = None;
@@ -102,13 +113,16 @@ fn main() {
         let (rss, hwm) = memory(pid);
         read_stats(&out, &mut reader_pos, &mut progress, &mut first_ns);
         let hours = first_ns.map_or(0.0, |f| progress.1.saturating_sub(f) as f64 / 3.6e12);
+        let (patterns, table_kib) = pattern_table(&log_path);
         println!(
-            "{:>6.1} {:>10.1} {:>10.1} {:>12} {:>10.2}",
+            "{:>6.1} {:>10.1} {:>10.1} {:>12} {:>10.2} {:>9} {:>10.1}",
             start.elapsed().as_secs_f64() / 60.0,
             rss as f64 / 1024.0,
             hwm as f64 / 1024.0,
             progress.0,
-            hours
+            hours,
+            patterns,
+            table_kib as f64 / 1024.0
         );
     }
     read_stats(&out, &mut reader_pos, &mut progress, &mut first_ns);
@@ -117,6 +131,20 @@ fn main() {
         start.elapsed().as_secs_f64() / 60.0,
         progress.0
     );
+}
+
+/// The latest size of the pattern table that `paths` logged (at debug level, every
+/// snapshot): (patterns, KiB).
+fn pattern_table(log: &Path) -> (u64, u64) {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    text.lines()
+        .rev()
+        .filter_map(|l| l.strip_prefix("causeway: debug: paths: "))
+        .find_map(|l| {
+            let (n, rest) = l.split_once(" patterns hold ")?;
+            Some((n.parse().ok()?, rest.strip_suffix(" KiB")?.parse().ok()?))
+        })
+        .unwrap_or((0, 0))
 }
 
 /// VmRSS and VmHWM of `pid`, KiB.
