@@ -36,7 +36,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use harness::{flag, list_flag};
+use harness::{analyze_args, flag, list_flag};
 use hdrhistogram::Histogram;
 
 const REQUEST: usize = 64;
@@ -44,10 +44,7 @@ const RESPONSE: usize = 256;
 
 fn main() {
     let mut args: Vec<String> = std::env::args().collect();
-    let extra: Vec<String> = match args.iter().position(|a| a == "--analyze") {
-        Some(i) => args.split_off(i).into_iter().skip(1).collect(),
-        None => Vec::new(),
-    };
+    let extra = analyze_args(&mut args);
     let rates = list_flag(&args, "--rates").unwrap_or(vec![2000, 5000, 10_000, 20_000, 40_000]);
     let seconds: u64 = flag(&args, "--seconds").unwrap_or(10);
     let connections: usize = flag(&args, "--connections").unwrap_or(8);

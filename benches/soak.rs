@@ -30,14 +30,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use harness::flag;
+use harness::{analyze_args, flag};
 
 fn main() {
     let mut args: Vec<String> = std::env::args().collect();
-    let extra: Vec<String> = match args.iter().position(|a| a == "--analyze") {
-        Some(i) => args.split_off(i).into_iter().skip(1).collect(),
-        None => Vec::new(),
-    };
+    let extra = analyze_args(&mut args);
     let messages: u64 = flag(&args, "--messages").unwrap_or(2_400_000);
     let speed: String = flag(&args, "--speed").unwrap_or_else(|| "10x".into());
     let minutes: u64 = flag(&args, "--minutes").unwrap_or(60);

@@ -92,3 +92,17 @@ pub fn list_flag(args: &[String], name: &str) -> Option<Vec<u64>> {
             .collect()
     })
 }
+
+/// Takes the arguments after `--analyze` out of `args`: they go to `causeway analyze` as they
+/// are. `cargo bench` appends its own `--bench`, which is left out.
+pub fn analyze_args(args: &mut Vec<String>) -> Vec<String> {
+    match args.iter().position(|a| a == "--analyze") {
+        Some(i) => args
+            .split_off(i)
+            .into_iter()
+            .skip(1)
+            .filter(|a| a != "--bench")
+            .collect(),
+        None => Vec::new(),
+    }
+}
