@@ -278,6 +278,7 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
         source: SourceConfig {
             resume_ns,
             lateness_ns,
+            pipe_idle: (!args.pipe_idle.is_zero()).then_some(args.pipe_idle),
             // Far enough ahead that no operator's hold-back (the longest: clock.correct's two
             // seconds plus the samples' lateness) can stall the source, near enough that the
             // records in flight stay few.

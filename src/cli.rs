@@ -600,6 +600,12 @@ pub struct AnalyzeArgs {
     /// inferred from the traffic). Repeatable.
     #[arg(long, value_name = "NAME=IP,...")]
     pub sniffer: Vec<String>,
+    /// An input read from a pipe (`-`, or a FIFO) that has said nothing for this long is taken
+    /// for a live capture gone quiet (`tcpdump -U -w - | causeway analyze -`): its watermark
+    /// then moves on with this host's clock from its newest record, so the reports go on.
+    /// Records that come later but are older are counted late. `0s` turns it off.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
+    pub pipe_idle: Duration,
     /// How long after a message's first sighting the other sniffers' sightings are awaited
     /// (event time). Must cover network latency plus what is left of clock offsets after
     /// alignment. [default: 2s; 250ms when every input is a --live sniffer]

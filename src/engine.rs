@@ -38,7 +38,9 @@ use causeway_operators::{
 };
 use causeway_sinks::{Deliver, Record, SinkError, SinkSet};
 use causeway_sources::decode::DecodeOptions;
+use causeway_sources::input::is_pipe;
 use causeway_sources::live::{LiveConfig, LiveReader};
+use causeway_sources::piped::Piped;
 use causeway_sources::tcpstats::netlink::{LivePoller, PollerConfig};
 use causeway_sources::{
     Alignment, InputSpec, ObservationReader, OriginId, Origins, ProgressCounter, RunControl,
@@ -241,7 +243,13 @@ fn open_inputs(
     for (i, spec) in job.inputs.iter().enumerate() {
         let worker = i % peers;
         if worker / args.workers == args.process {
-            let (reader, _) = causeway_sources::open(spec, job.decode, progress.cloned())?;
+            let (mut reader, _) = causeway_sources::open(spec, job.decode, progress.cloned())?;
+            if let Some(idle) = job.source.pipe_idle.filter(|_| is_pipe(&spec.path)) {
+                reader = Box::new(
+                    Piped::spawn(reader, idle)
+                        .with_context(|| format!("{}: starting its reading thread", spec.path))?,
+                );
+            }
             slots.push(Some(reader));
         } else {
             slots.push(None);

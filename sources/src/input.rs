@@ -50,6 +50,25 @@ impl InputSpec {
     }
 }
 
+/// Whether `path` (`-` for stdin) is a pipe, a FIFO or a socket: an input that can go quiet
+/// without ending, unlike a file.
+pub fn is_pipe(path: &str) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        let path = if path == "-" { "/dev/stdin" } else { path };
+        std::fs::metadata(path).is_ok_and(|m| {
+            let t = m.file_type();
+            t.is_fifo() || t.is_socket()
+        })
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        false
+    }
+}
+
 /// Why an input could not be opened.
 #[derive(Debug, thiserror::Error)]
 #[error("{path}: {reason}")]

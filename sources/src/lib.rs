@@ -9,6 +9,8 @@
 //!   pass an interface, with a BPF capture filter and an optional pcapng copy;
 //! - [`input`]: command-line inputs (`NAME=PATH`, `-`, gzip) opened and format-detected;
 //! - [`reader`]: an [`ObservationReader`] per input, counting into [`SourceStats`];
+//! - [`piped`]: a reader on a thread of its own for pipes, whose watermark moves on when a
+//!   live capture piped in goes quiet;
 //! - [`operator`]: the timely `source` operator that merges a worker's readers in event time
 //!   and keeps the watermark.
 //!
@@ -25,6 +27,7 @@ pub mod observation;
 pub mod operator;
 pub mod origin;
 pub mod pcap;
+pub mod piped;
 pub mod reader;
 pub mod socketlog;
 pub mod stats;

@@ -61,6 +61,9 @@ pub struct SourceConfig {
     /// Resuming from a checkpoint: records before this event time were analysed by an
     /// earlier run; they are read and counted (skipped, `resumed`) but not sent.
     pub resume_ns: Option<Nanos>,
+    /// Inputs read from a pipe are read on a thread of their own ([`crate::piped::Piped`]),
+    /// their watermark moving on once they have been quiet this long. `None`: read as files.
+    pub pipe_idle: Option<std::time::Duration>,
 }
 
 impl Default for SourceConfig {
@@ -72,6 +75,7 @@ impl Default for SourceConfig {
             budget: 8192,
             max_ahead_ns: 30_000_000_000,
             resume_ns: None,
+            pipe_idle: None,
         }
     }
 }

@@ -131,9 +131,15 @@ pub struct Sniffer {
 impl Sniffer {
     /// Starts `program args...` and waits until it says it is listening (or 10 s).
     pub fn start(program: &str, args: &[&str]) -> Sniffer {
+        Sniffer::start_with(program, args, Stdio::null())
+    }
+
+    /// As [`Sniffer::start`], its standard output going to `stdout` (`Stdio::piped()` to
+    /// take it with [`Sniffer::stdout`]).
+    pub fn start_with(program: &str, args: &[&str], stdout: Stdio) -> Sniffer {
         let mut child = Command::new(program)
             .args(args)
-            .stdout(Stdio::null())
+            .stdout(stdout)
             .stderr(Stdio::piped())
             .spawn()
             .unwrap_or_else(|e| panic!("start {program}: {e}"));
@@ -166,6 +172,11 @@ impl Sniffer {
             child,
             stderr: seen,
         }
+    }
+
+    /// Its standard output, when it was started with `Stdio::piped()`.
+    pub fn stdout(&mut self) -> Option<std::process::ChildStdout> {
+        self.child.stdout.take()
     }
 
     /// Stops it with SIGINT and waits for it to write its file.

@@ -1,0 +1,87 @@
+//! End-to-end test of a live capture piped in: `tcpdump -U -w - | causeway analyze -`. When
+//! the traffic stops but tcpdump keeps running, the pipe goes quiet without ending; with
+//! `--pipe-idle` the watermark moves on with the host's clock and the patterns are reported
+//! while the pipe is still open; without it they wait for the end of the input.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::net::{TcpListener, UdpSocket};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// Runs tcpdump on loopback into `causeway analyze - --pipe-idle IDLE`, sends 50 exchanges,
+/// then waits up to `wait` for a cumulative pattern while tcpdump still runs. Returns how long
+/// after the traffic the first pattern came (None: not before the wait was over), and the
+/// patterns of the whole run once tcpdump is stopped.
+fn quiet_pipe(idle: &str, wait: Duration) -> (Option<Duration>, Vec<(String, u64, f64)>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port().to_string();
+    let mut tcpdump = Sniffer::start_with(
+        "tcpdump",
+        &["-i", "lo", "-U", "-w", "-", "tcp", "port", &port],
+        Stdio::piped(),
+    );
+    let mut analyze = Command::new(bin())
+        .args(["analyze", "--format", "jsonl", "--emit", "patterns,stats"])
+        .args(["--emit-every", "1s", "--pipe-idle", idle])
+        // One sniffer, one clock: as little lateness as a live run.
+        .args(["--lateness", "250ms", "--reconcile-window", "250ms", "-"])
+        .stdin(Stdio::from(tcpdump.stdout().unwrap()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = BufReader::new(analyze.stdout.take().unwrap());
+    let (tx, rx) = mpsc::channel::<serde_json::Value>();
+    let reader = std::thread::spawn(move || {
+        for line in stdout.lines() {
+            let _ = tx.send(serde_json::from_str(&line.unwrap()).unwrap());
+        }
+    });
+    loopback_traffic(listener, udp, 50);
+    let quiet_since = Instant::now();
+    let mut records = Vec::new();
+    let mut first = None;
+    while first.is_none() && quiet_since.elapsed() < wait {
+        if let Ok(r) = rx.recv_timeout(Duration::from_millis(50)) {
+            if r["kind"] == "pattern" && r["cumulative"] == true && r["count"].as_u64() > Some(0) {
+                first = Some(quiet_since.elapsed());
+            }
+            records.push(r);
+        }
+    }
+    tcpdump.stop();
+    let status = analyze.wait().unwrap();
+    assert!(status.success(), "analyze: {status}");
+    reader.join().unwrap();
+    records.extend(rx.try_iter());
+    (first, final_patterns(&records))
+}
+
+#[test]
+fn a_quiet_pipe_from_a_live_tcpdump_is_reported_before_it_ends() {
+    if !system_tools(&["tcpdump"]) {
+        return;
+    }
+    let (came, patterns) = quiet_pipe("1s", Duration::from_secs(20));
+    let came = came.expect("no pattern while the pipe was quiet, within 20 s");
+    println!("--pipe-idle 1s: first pattern {came:?} after the traffic");
+    // The 50 request/response exchanges on one connection.
+    let total: u64 = patterns.iter().map(|p| p.1).sum();
+    assert!(total >= 45, "{patterns:?}");
+    // Without it, nothing is reported until tcpdump stops, though the same patterns are then.
+    let (early, without) = quiet_pipe("0s", came * 2 + Duration::from_secs(2));
+    assert_eq!(
+        early, None,
+        "--pipe-idle 0s reported while the pipe was open"
+    );
+    let total_without: u64 = without.iter().map(|p| p.1).sum();
+    assert_eq!(total_without, total, "{without:?} vs {patterns:?}");
+}
