@@ -7,25 +7,12 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use common::{causeway, causeway_jsonl, generate, scratch};
+use common::{causeway, causeway_jsonl, multi_tier_trace};
 use serde_json::Value;
 
 #[test]
 fn alerts_are_the_edges_of_their_rules_over_the_reported_patterns() {
-    let dir = scratch("alerts");
-    generate(
-        &dir,
-        &[
-            "--preset",
-            "multi-tier",
-            "--format",
-            "csv",
-            "--messages",
-            "20000",
-        ],
-    );
-    let names = dir.join("names.txt").display().to_string();
-    let trace = dir.join("messages.csv").display().to_string();
+    let (dir, names, trace) = multi_tier_trace("alerts", 20_000, &[]);
     let records = causeway_jsonl(&[
         "analyze",
         "--names",

@@ -7,7 +7,7 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use common::{causeway, final_patterns, generate, scratch, stats_of};
+use common::{causeway, final_patterns, multi_tier_trace, scratch, stats_of};
 
 fn run(args: &[&str]) -> (Vec<serde_json::Value>, String) {
     let out = causeway(args);
@@ -26,20 +26,7 @@ fn run(args: &[&str]) -> (Vec<serde_json::Value>, String) {
 
 #[test]
 fn a_stopped_run_resumes_where_it_stopped() {
-    let dir = scratch("checkpoint");
-    generate(
-        &dir,
-        &[
-            "--preset",
-            "multi-tier",
-            "--format",
-            "csv",
-            "--messages",
-            "20000",
-        ],
-    );
-    let names = dir.join("names.txt").display().to_string();
-    let trace = dir.join("messages.csv").display().to_string();
+    let (dir, names, trace) = multi_tier_trace("checkpoint", 20_000, &[]);
     let state = dir.join("state").display().to_string();
     let base = [
         "analyze",

@@ -14,20 +14,7 @@ use common::*;
 /// patterns.
 #[test]
 fn snapshots_show_growing_counts_for_the_same_patterns() {
-    let dir = scratch("paths-growing");
-    generate(
-        &dir,
-        &[
-            "--preset",
-            "multi-tier",
-            "--format",
-            "csv",
-            "--messages",
-            "20000",
-        ],
-    );
-    let names = dir.join("names.txt");
-    let csv = dir.join("messages.csv");
+    let (dir, names, csv) = multi_tier_trace("paths-growing", 20_000, &[]);
     let records = causeway_jsonl(&[
         "analyze",
         "--format",
@@ -37,8 +24,8 @@ fn snapshots_show_growing_counts_for_the_same_patterns() {
         "--emit-every",
         "5s",
         "--names",
-        names.to_str().unwrap(),
-        csv.to_str().unwrap(),
+        &names,
+        &csv,
     ]);
     // Cumulative counts per pattern, in report order.
     let mut series: BTreeMap<String, Vec<(u64, u64)>> = BTreeMap::new();
@@ -244,22 +231,7 @@ fn clock_offsets_and_nat_leave_the_patterns_unchanged() {
 /// clock offsets, where messages come out of reconciliation up to its window late.
 #[test]
 fn patterns_do_not_depend_on_workers_or_timing() {
-    let dir = scratch("paths-deterministic");
-    generate(
-        &dir,
-        &[
-            "--preset",
-            "multi-tier",
-            "--format",
-            "csv",
-            "--messages",
-            "30000",
-            "--parallelism",
-            "5",
-        ],
-    );
-    let names = dir.join("names.txt");
-    let csv = dir.join("messages.csv");
+    let (_, names, csv) = multi_tier_trace("paths-deterministic", 30_000, &["--parallelism", "5"]);
     let run = |workers: &str| {
         let records = causeway_jsonl(&[
             "analyze",
@@ -270,8 +242,8 @@ fn patterns_do_not_depend_on_workers_or_timing() {
             "--workers",
             workers,
             "--names",
-            names.to_str().unwrap(),
-            csv.to_str().unwrap(),
+            &names,
+            &csv,
         ]);
         final_patterns(&records)
     };
@@ -322,25 +294,12 @@ fn patterns_do_not_depend_on_workers_or_timing() {
 /// beyond it are evicted and retracted, and the busiest patterns are kept whole.
 #[test]
 fn pattern_memory_bounds_the_table_and_keeps_the_busiest_patterns() {
-    let dir = scratch("paths-memory");
-    generate(
-        &dir,
-        &[
-            "--preset",
-            "multi-tier",
-            "--format",
-            "csv",
-            "--messages",
-            "20000",
-        ],
-    );
-    let names = dir.join("names.txt");
-    let csv = dir.join("messages.csv");
+    let (_, names, csv) = multi_tier_trace("paths-memory", 20_000, &[]);
     let run = |memory: &str| {
         let out = std::process::Command::new(bin())
             .args(["analyze", "--format", "jsonl", "--emit", "patterns"])
             .args(["--emit-every", "5s", "--pattern-memory", memory])
-            .args(["--names", names.to_str().unwrap(), csv.to_str().unwrap()])
+            .args(["--names", &names, &csv])
             .env("CAUSEWAY_LOG", "info,causeway_operators::paths=debug")
             .output()
             .unwrap();

@@ -184,6 +184,28 @@ pub struct Packet {
     pub wire_len: u32,
 }
 
+#[cfg(test)]
+impl Packet {
+    /// An empty UDP datagram at `ts_ns` from 10.0.0.1:80 to itself, for tests.
+    pub(crate) fn test_at(ts_ns: Nanos) -> Packet {
+        let end = Endpoint::new([10, 0, 0, 1], 80);
+        Packet {
+            ts_ns,
+            origin: OriginId(0),
+            src: end,
+            dst: end,
+            protocol: Protocol::Udp,
+            ttl: 64,
+            ip_id: 0,
+            tcp: None,
+            payload_len: 0,
+            payload_hash: 0,
+            payload_truncated: false,
+            wire_len: 60,
+        }
+    }
+}
+
 /// An address in a message trace: an IP endpoint, or a name (a node name, a UNIX socket path).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Address {

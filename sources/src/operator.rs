@@ -590,7 +590,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::observation::{Endpoint, Packet, Protocol};
+    use crate::observation::Packet;
     use crate::origin::OriginId;
     use std::sync::atomic::AtomicUsize;
     use timely::dataflow::operators::Probe;
@@ -607,21 +607,7 @@ mod tests {
         }
         fn read_batch(&mut self, _max: usize, out: &mut Batch) -> bool {
             self.calls.fetch_add(1, Ordering::Relaxed);
-            let end = Endpoint::new([10, 0, 0, 1], 80);
-            out.packets.push(Packet {
-                ts_ns: self.next_ns,
-                origin: OriginId(0),
-                src: end,
-                dst: end,
-                protocol: Protocol::Udp,
-                ttl: 64,
-                ip_id: 0,
-                tcp: None,
-                payload_len: 0,
-                payload_hash: 0,
-                payload_truncated: false,
-                wire_len: 60,
-            });
+            out.packets.push(Packet::test_at(self.next_ns));
             self.next_ns += 1_000_000;
             true
         }

@@ -184,25 +184,7 @@ impl ObservationReader for Piped {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::observation::{Endpoint, Packet, Protocol};
-
-    fn packet(ts_ns: Nanos) -> Packet {
-        let end = Endpoint::new([10, 0, 0, 1], 80);
-        Packet {
-            ts_ns,
-            origin: OriginId(0),
-            src: end,
-            dst: end,
-            protocol: Protocol::Udp,
-            ttl: 64,
-            ip_id: 0,
-            tcp: None,
-            payload_len: 0,
-            payload_hash: 0,
-            payload_truncated: false,
-            wire_len: 60,
-        }
-    }
+    use crate::observation::Packet;
 
     /// Hands out a few packets, then says nothing (like a quiet pipe) until `end`.
     struct Quiet {
@@ -216,7 +198,7 @@ mod tests {
         }
         fn read_batch(&mut self, _max: usize, out: &mut Batch) -> bool {
             if let Some(ts) = self.left.pop() {
-                out.packets.push(packet(ts));
+                out.packets.push(Packet::test_at(ts));
                 return true;
             }
             // A blocking read on a quiet pipe.

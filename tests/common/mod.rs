@@ -406,6 +406,27 @@ impl Drop for Netns {
     }
 }
 
+/// A generated multi-tier message trace: `messages` messages (and `extra` generate
+/// arguments), in a fresh scratch directory `name`. Returns the directory, its names file and
+/// its trace.
+pub fn multi_tier_trace(name: &str, messages: u32, extra: &[&str]) -> (PathBuf, String, String) {
+    let dir = scratch(name);
+    let count = messages.to_string();
+    let mut args = vec![
+        "--preset",
+        "multi-tier",
+        "--format",
+        "csv",
+        "--messages",
+        &count,
+    ];
+    args.extend_from_slice(extra);
+    generate(&dir, &args);
+    let names = dir.join("names.txt").display().to_string();
+    let trace = dir.join("messages.csv").display().to_string();
+    (dir, names, trace)
+}
+
 /// Runs `causeway generate ARGS -o DIR`, failing on error; returns its report (stderr).
 pub fn generate(dir: &std::path::Path, args: &[&str]) -> String {
     let out = std::process::Command::new(bin())
