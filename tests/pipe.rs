@@ -85,3 +85,67 @@ fn a_quiet_pipe_from_a_live_tcpdump_is_reported_before_it_ends() {
     let total_without: u64 = without.iter().map(|p| p.1).sum();
     assert_eq!(total_without, total, "{without:?} vs {patterns:?}");
 }
+
+/// A capture read through a pipe gives what the same file gives: every packet, in order, the
+/// same patterns and the same counts.
+#[test]
+fn a_capture_piped_in_gives_what_its_file_gives() {
+    let dir = scratch("pipe-file");
+    generate(
+        &dir,
+        &[
+            "--preset",
+            "multi-tier",
+            "--messages",
+            "4000",
+            "--sniffers",
+            "single",
+        ],
+    );
+    let capture = dir.join("mirror.pcap");
+    let names = dir.join("names.txt").display().to_string();
+    let args = [
+        "analyze",
+        "--format",
+        "jsonl",
+        "--emit",
+        "patterns,stats",
+        "--names",
+        &names,
+    ];
+    let from_file = causeway_jsonl(&[&args[..], &[capture.to_str().unwrap()]].concat());
+    let mut piped = Command::new(bin())
+        .args(args)
+        .arg("mirror=-")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = piped.stdin.take().unwrap();
+    let bytes = std::fs::read(&capture).unwrap();
+    // Written in uneven pieces, as a pipe delivers them.
+    let writer = std::thread::spawn(move || {
+        for piece in bytes.chunks(7_919) {
+            std::io::Write::write_all(&mut stdin, piece).unwrap();
+        }
+    });
+    let out = piped.wait_with_output().unwrap();
+    writer.join().unwrap();
+    assert!(out.status.success());
+    let from_pipe: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let patterns = final_patterns(&from_file);
+    assert!(patterns.len() >= 4, "{patterns:?}");
+    assert_eq!(final_patterns(&from_pipe), patterns);
+    let (a, b) = (
+        stats_of(&from_file, "mirror"),
+        stats_of(&from_pipe, "mirror"),
+    );
+    for field in ["records", "bytes", "first_ns", "last_ns", "late", "tcp"] {
+        assert_eq!(a[field], b[field], "{field}");
+    }
+    assert!(a["records"].as_u64() > Some(10_000), "{a}");
+}
