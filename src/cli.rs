@@ -682,6 +682,7 @@ pub struct AnalyzeArgs {
     /// `resolved` one when it stops); repeatable. Judged over the sliding --window at every
     /// snapshot (--emit-every). Rules:
     ///   new-pattern                      a path pattern not seen in the first window
+    ///   new-pattern >= 5                 the same, once it has 5 instances in the window
     ///   pattern.p99 > 200ms              end-to-end latency (mean, p50, p90, p99)
     ///   pattern.count < 10               instances in the window (count, expected)
     ///   node.delay.mean > 2x baseline    a node's delay against its own moving average

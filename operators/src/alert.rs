@@ -7,6 +7,7 @@
 //! | rule | fires when |
 //! |---|---|
 //! | `new-pattern` | a path pattern appears that was not seen in the first window (the warm-up) nor since |
+//! | `new-pattern >= 5` | the same, once it has at least 5 instances in the window (rare, improbable patterns stay quiet) |
 //! | `pattern.p99 > 200ms` | a pattern's end-to-end p99 over the sliding window exceeds 200 ms (also `mean`, `p50`, `p90`; `count`, `expected` take plain numbers) |
 //! | `node.delay.mean > 2x baseline` | a node's delay is more than twice its own baseline: the moving average of its earlier windows (also `p50`, `p90`, `p99`) |
 //! | `hop.network.p99 > 5ms` | the one-way network latency of a hop `src -> dst:port` (also `mean`, `p50`, `p90`) |
@@ -106,7 +107,8 @@ pub struct AlertRule {
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum RuleKind {
-    NewPattern,
+    /// A pattern not seen before, once it has at least `min` instances in the window.
+    NewPattern { min: u64 },
     Threshold {
         metric: Metric,
         op: Op,
@@ -237,10 +239,25 @@ impl FromStr for AlertRule {
                 rest = r.trim();
             }
         }
-        if rest == "new-pattern" {
+        if let Some(limit) = rest.strip_prefix("new-pattern") {
+            let limit = limit.trim();
+            let min = if limit.is_empty() {
+                Some(1)
+            } else if let Some(n) = limit.strip_prefix(">=") {
+                n.trim().parse::<u64>().ok()
+            } else if let Some(n) = limit.strip_prefix('>') {
+                n.trim().parse::<u64>().ok().map(|n| n + 1)
+            } else {
+                None
+            };
+            let Some(min) = min else {
+                return Err(err(
+                    "expected `new-pattern` or `new-pattern >= N` (N instances in the window)",
+                ));
+            };
             return Ok(AlertRule {
                 critical,
-                kind: RuleKind::NewPattern,
+                kind: RuleKind::NewPattern { min: min.max(1) },
             });
         }
         let ops = [(">=", Op::Ge), ("<=", Op::Le), (">", Op::Gt), ("<", Op::Lt)];
@@ -341,7 +358,8 @@ impl fmt::Display for AlertRule {
             write!(f, "critical: ")?;
         }
         match self.kind {
-            RuleKind::NewPattern => write!(f, "new-pattern"),
+            RuleKind::NewPattern { min: 1 } => write!(f, "new-pattern"),
+            RuleKind::NewPattern { min } => write!(f, "new-pattern >= {min}"),
             RuleKind::Threshold { metric, op, limit } => {
                 write!(f, "{} {} ", metric.name(), op.text())?;
                 match limit {
@@ -520,10 +538,15 @@ impl Judge {
         for i in 0..self.config.rules.len() {
             let rule = self.config.rules[i].clone();
             match rule.kind {
-                RuleKind::NewPattern => {
+                RuleKind::NewPattern { min } => {
                     let mut ids: Vec<&PathPattern> = self.current.values().collect();
                     ids.sort_by(|a, b| a.id.cmp(&b.id));
                     for p in ids {
+                        // After the warm-up, a pattern with fewer instances than `min` is not
+                        // taken in yet: it is judged again when it has more.
+                        if p.count < min && now >= warm_until && !self.seen.contains_key(&p.id) {
+                            continue;
+                        }
                         let known = self.seen.insert(p.id.clone(), now).is_some();
                         if known || now < warm_until {
                             continue;
@@ -645,7 +668,7 @@ fn finding(
             v.value,
             match rule.kind {
                 RuleKind::Threshold { op, .. } => op.text(),
-                RuleKind::NewPattern => "",
+                RuleKind::NewPattern { .. } => "",
             },
             t
         ),
@@ -814,6 +837,8 @@ mod tests {
     fn rules_parse_and_print() {
         for (text, shown) in [
             ("new-pattern", "new-pattern"),
+            ("new-pattern >= 5", "new-pattern >= 5"),
+            ("warning: new-pattern>4", "new-pattern >= 5"),
             ("pattern.p99 > 200ms", "pattern.p99 > 200ms"),
             ("pattern.p99>1.5s", "pattern.p99 > 1500ms"),
             (
@@ -924,6 +949,22 @@ mod tests {
         assert_eq!(new.len(), 1);
         assert!(new[0].message.contains("new path pattern"));
         assert!(run(&mut j, 80, vec![pattern("app3", 2, 10.0, 1.0)]).is_empty());
+    }
+
+    #[test]
+    fn new_pattern_waits_for_its_minimum_count() {
+        let mut j = judge(&["new-pattern >= 3"]);
+        assert!(run(&mut j, 0, vec![pattern("app", 1, 10.0, 1.0)]).is_empty());
+        // New, but one instance: quiet; then three: it fires, once.
+        assert!(run(&mut j, 70, vec![pattern("app3", 1, 10.0, 1.0)]).is_empty());
+        let new = run(&mut j, 80, vec![pattern("app3", 3, 10.0, 1.0)]);
+        assert_eq!(new.len(), 1, "{new:?}");
+        assert_eq!(new[0].rule.as_ref().unwrap().value, Some(3.0));
+        assert!(run(&mut j, 90, vec![pattern("app3", 4, 10.0, 1.0)]).is_empty());
+        // Seen in the warm-up with one instance: known, whatever it grows to.
+        assert!(run(&mut j, 100, vec![pattern("app", 9, 10.0, 1.0)]).is_empty());
+        assert!("new-pattern = 3".parse::<AlertRule>().is_err());
+        assert!("new-pattern >= x".parse::<AlertRule>().is_err());
     }
 
     #[test]
