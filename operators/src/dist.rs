@@ -84,10 +84,13 @@ impl From<DistState> for Dist {
 
 impl Dist {
     /// Adds `ns` with weight `w` (negative durations count as 0; zero weights are ignored).
-    pub fn add(&mut self, ns: i64, w: f64) {
+    /// Returns how many bytes [`Dist::heap_bytes`] grew by (negative if it shrank), so that
+    /// a table of distributions can keep its size current in O(1).
+    pub fn add(&mut self, ns: i64, w: f64) -> isize {
         if w <= 0.0 {
-            return;
+            return 0;
         }
+        let before = self.heap_bytes();
         let ns = ns.max(0) as u64;
         self.weight += w;
         self.sum += w * ns as f64;
@@ -102,6 +105,7 @@ impl Dist {
                 }
             }
         }
+        self.heap_bytes() as isize - before as isize
     }
 
     fn spill(&mut self) {

@@ -395,9 +395,13 @@ impl Stats {
 }
 
 struct Agg {
-    /// The public id ([`PatternNode::id`]).
-    id: String,
-    tree: PatternNode,
+    /// The pattern as [`Built::shape`] has it (empty for a restored pattern until an
+    /// instance of it comes).
+    shape: Vec<Hop>,
+    /// Its public id and tree, made when first needed (a snapshot, an instance, a
+    /// checkpoint): on a busy system most patterns are single improbable instances, evicted
+    /// before any snapshot, and naming them was most of their cost.
+    name: Option<Name>,
     total: Stats,
     first_ns: Time,
     buckets: VecDeque<(Time, Stats)>,
@@ -408,13 +412,62 @@ struct Agg {
     shown: bool,
 }
 
+/// A pattern's public id ([`PatternNode::id`]) and tree.
+struct Name {
+    id: String,
+    tree: PatternNode,
+}
+
+impl Name {
+    /// The name of a preorder `shape`.
+    fn of(shape: &[Hop], labels: &Labels) -> Name {
+        fn grow(shape: &[Hop], at: &mut usize, labels: &Labels) -> PatternNode {
+            let h = shape[*at];
+            *at += 1;
+            let children = (0..h.children).map(|_| grow(shape, at, labels)).collect();
+            PatternNode {
+                src: labels.name(h.src).to_owned(),
+                dst: labels.name(h.dst).to_owned(),
+                dst_port: h.port,
+                children,
+            }
+        }
+        let tree = grow(shape, &mut 0, labels);
+        Name {
+            id: tree.id(),
+            tree,
+        }
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.id.capacity() + self.tree.len() * (std::mem::size_of::<PatternNode>() + 16)
+    }
+}
+
 impl Agg {
+    /// The name, made now if it was not yet ([`Agg::name`]). Returns how many bytes that
+    /// added to [`Agg::heap_bytes`].
+    fn name(&mut self, labels: &Labels) -> usize {
+        if self.name.is_some() {
+            return 0;
+        }
+        let name = Name::of(&self.shape, labels);
+        let bytes = name.heap_bytes();
+        self.name = Some(name);
+        bytes
+    }
+
+    /// The public id; empty until named.
+    fn id(&self) -> &str {
+        self.name.as_ref().map_or("", |n| n.id.as_str())
+    }
+
     /// Bytes this pattern holds, the table's slot included: what `max_pattern_bytes` counts.
     /// O(buckets · hops).
     fn heap_bytes(&self) -> usize {
         std::mem::size_of::<(u64, Agg)>()
-            + self.id.capacity()
-            + self.tree.len() * (std::mem::size_of::<PatternNode>() + 16)
+            + self.shape.capacity() * std::mem::size_of::<Hop>()
+            + self.name.as_ref().map_or(0, Name::heap_bytes)
             + self.total.heap_bytes()
             + self.buckets.capacity() * std::mem::size_of::<(Time, Stats)>()
             + self
@@ -527,8 +580,11 @@ impl Paths {
             let key = u64::MAX - i as u64;
             self.restored.insert(p.id.clone(), key);
             let agg = Agg {
-                id: p.id.clone(),
-                tree: p.tree.clone(),
+                shape: Vec::new(),
+                name: Some(Name {
+                    id: p.id.clone(),
+                    tree: p.tree.clone(),
+                }),
                 total: p.total.clone(),
                 first_ns: p.first_ns,
                 buckets: p.buckets.iter().cloned().collect(),
@@ -556,12 +612,14 @@ impl Paths {
             at
         }
         .max(self.resumed_ns);
+        // Every pattern was named by the snapshot that saves it.
         let mut patterns: Vec<SavedPatternRef<'_>> = self
             .patterns
             .values()
-            .map(|a| SavedPatternRef {
-                id: &a.id,
-                tree: &a.tree,
+            .filter_map(|a| Some((a, a.name.as_ref()?)))
+            .map(|(a, name)| SavedPatternRef {
+                id: &name.id,
+                tree: &name.tree,
                 first_ns: a.first_ns,
                 total: &a.total,
                 buckets: &a.buckets,
@@ -910,23 +968,16 @@ impl Paths {
         })
     }
 
-    /// The pattern tree of a preorder `shape`.
-    fn tree(&self, shape: &[Hop]) -> PatternNode {
-        fn grow(shape: &[Hop], at: &mut usize, labels: &Labels) -> PatternNode {
-            let h = shape[*at];
-            *at += 1;
-            let children = (0..h.children).map(|_| grow(shape, at, labels)).collect();
-            PatternNode {
-                src: labels.name(h.src).to_owned(),
-                dst: labels.name(h.dst).to_owned(),
-                dst_port: h.port,
-                children,
-            }
+    /// Names every pattern not named yet. O(patterns), and O(hops) for each one named.
+    fn name_all(&mut self) {
+        let labels = self.labels.borrow();
+        for agg in self.patterns.values_mut() {
+            self.table_bytes += agg.name(&labels);
         }
-        grow(shape, &mut 0, &self.labels.borrow())
     }
 
-    fn aggregate(&mut self, root_ns: Time, b: &Built) -> String {
+    /// Adds an instance to its pattern; returns the pattern's id when instances are emitted.
+    fn aggregate(&mut self, root_ns: Time, b: &Built) -> Option<String> {
         let cap = self.config.max_patterns.max(1);
         let over_count =
             self.patterns.len() >= cap + cap / 4 && !self.patterns.contains_key(&b.key);
@@ -935,20 +986,24 @@ impl Paths {
         }
         let n = b.hops.len();
         if !self.patterns.contains_key(&b.key) && !self.restored.is_empty() {
-            let id = self.tree(&b.shape).id();
-            if let Some(agg) = self
+            let id = Name::of(&b.shape, &self.labels.borrow()).id;
+            if let Some(mut agg) = self
                 .restored
                 .remove(&id)
                 .and_then(|k| self.patterns.remove(&k))
             {
+                self.table_bytes += b.shape.len() * std::mem::size_of::<Hop>();
+                agg.shape = b.shape.clone();
+                agg.shape.shrink_to_fit();
                 self.patterns.insert(b.key, agg);
             }
         }
         if !self.patterns.contains_key(&b.key) {
-            let tree = self.tree(&b.shape);
+            let mut shape = b.shape.clone();
+            shape.shrink_to_fit();
             let agg = Agg {
-                id: tree.id(),
-                tree,
+                shape,
+                name: None,
                 total: Stats::new(n),
                 first_ns: root_ns,
                 buckets: VecDeque::new(),
@@ -961,10 +1016,10 @@ impl Paths {
         }
         let every = self.config.every_ns;
         let bucket = root_ns - root_ns % every;
-        let Some(agg) = self.patterns.get_mut(&b.key) else {
-            return String::new();
-        };
-        let before = agg.heap_bytes();
+        let agg = self.patterns.get_mut(&b.key)?;
+        // How many bytes the table grows by, counted as it grows: O(hops), not the
+        // O(buckets · hops) of a recount.
+        let mut grown: isize = 0;
         agg.touched = true;
         agg.first_ns = agg.first_ns.min(root_ns);
         let pos = agg.buckets.iter().rposition(|(s, _)| *s == bucket);
@@ -972,7 +1027,12 @@ impl Paths {
             Some(i) => i,
             None => {
                 let at = agg.buckets.partition_point(|(s, _)| *s < bucket);
-                agg.buckets.insert(at, (bucket, Stats::new(n)));
+                let capacity = agg.buckets.capacity();
+                let stats = Stats::new(n);
+                grown += stats.heap_bytes() as isize;
+                agg.buckets.insert(at, (bucket, stats));
+                grown += ((agg.buckets.capacity() - capacity)
+                    * std::mem::size_of::<(Time, Stats)>()) as isize;
                 at
             }
         };
@@ -982,19 +1042,22 @@ impl Paths {
             stats.expected += w;
             stats.max_p = stats.max_p.max(w);
             if let Some(e) = b.e2e {
-                stats.e2e.add(e, w);
+                grown += stats.e2e.add(e, w);
             }
             for (k, (d, net)) in b.hops.iter().enumerate() {
                 if let Some(d) = d {
-                    stats.delay[k].add(*d, w);
+                    grown += stats.delay[k].add(*d, w);
                 }
                 if let Some(x) = net {
-                    stats.network[k].add(*x, w);
+                    grown += stats.network[k].add(*x, w);
                 }
             }
         }
-        self.table_bytes = (self.table_bytes + agg.heap_bytes()).saturating_sub(before);
-        agg.id.clone()
+        if self.config.instances {
+            grown += agg.name(&self.labels.borrow()) as isize;
+        }
+        self.table_bytes = self.table_bytes.saturating_add_signed(grown);
+        self.config.instances.then(|| agg.id().to_owned())
     }
 
     /// Evicts the patterns with the smallest expected counts until at most `keep` remain
@@ -1029,9 +1092,9 @@ impl Paths {
             if let Some(agg) = self.patterns.remove(&key) {
                 self.evictions += 1;
                 self.table_bytes = self.table_bytes.saturating_sub(agg.heap_bytes());
-                if agg.reported || agg.shown {
+                if let (Some(name), true) = (agg.name, agg.reported || agg.shown) {
                     self.evicted
-                        .push((key, agg.id, agg.tree, agg.shown, agg.reported));
+                        .push((key, name.id, name.tree, agg.shown, agg.reported));
                 }
             }
         }
@@ -1064,8 +1127,7 @@ impl Paths {
             let mut hop_cache = FastMap::default();
             for (msgs, p) in instances {
                 if let Some(b) = self.build(&msgs, p, &mut hop_cache) {
-                    let id = self.aggregate(root_ns, &b);
-                    if self.config.instances {
+                    if let Some(id) = self.aggregate(root_ns, &b) {
                         out.push(PathRecord::Instance(PathInstance {
                             pattern: id,
                             probability: b.probability,
@@ -1139,8 +1201,8 @@ impl Paths {
             );
         }
         // In id order, so that output does not depend on hashing.
-        let mut keys: Vec<(&String, u64)> =
-            self.patterns.iter().map(|(k, a)| (&a.id, *k)).collect();
+        self.name_all();
+        let mut keys: Vec<(&str, u64)> = self.patterns.iter().map(|(k, a)| (a.id(), *k)).collect();
         keys.sort();
         let keys: Vec<u64> = keys.into_iter().map(|(_, k)| k).collect();
         let mut held = 0;
@@ -1148,7 +1210,6 @@ impl Paths {
             let Some(agg) = self.patterns.get_mut(&key) else {
                 continue;
             };
-            let id = agg.id.clone();
             let before = agg.buckets.len();
             while agg.buckets.front().is_some_and(|(s, _)| *s < start) {
                 if let Some((_, old)) = agg.buckets.pop_front() {
@@ -1160,14 +1221,15 @@ impl Paths {
             if !(agg.touched || window_changed || last) {
                 continue;
             }
+            let Some(name) = &agg.name else { continue };
             let mut w = Stats::new(agg.total.delay.len());
             for (_, b) in agg.buckets.iter().filter(|(s, _)| *s < at) {
                 w.merge(b);
             }
             if w.count > 0 || agg.shown {
                 out.push(PathRecord::Pattern(pattern_record(
-                    &id,
-                    &agg.tree,
+                    &name.id,
+                    &name.tree,
                     &w,
                     false,
                     (start, at),
@@ -1178,8 +1240,8 @@ impl Paths {
             if agg.touched || last {
                 agg.reported = true;
                 out.push(PathRecord::Pattern(pattern_record(
-                    &id,
-                    &agg.tree,
+                    &name.id,
+                    &name.tree,
                     &agg.total,
                     true,
                     (agg.first_ns, at),
