@@ -76,14 +76,29 @@ fn a_quiet_pipe_from_a_live_tcpdump_is_reported_before_it_ends() {
     // The 50 request/response exchanges on one connection.
     let total: u64 = patterns.iter().map(|p| p.1).sum();
     assert!(total >= 45, "{patterns:?}");
-    // Without it, nothing is reported until tcpdump stops, though the same patterns are then.
+    // Without it, nothing is reported until tcpdump stops, though the same messages are then.
     let (early, without) = quiet_pipe("0s", came * 2 + Duration::from_secs(2));
     assert_eq!(
         early, None,
         "--pipe-idle 0s reported while the pipe was open"
     );
-    let total_without: u64 = without.iter().map(|p| p.1).sum();
-    assert_eq!(total_without, total, "{without:?} vs {patterns:?}");
+    // Every message is in a pattern either way. (Which patterns is a matter of timing on a
+    // loaded machine: a response that comes more than --max-delay after its request, live, is
+    // rightly not linked to it, and the run that happened to see that has one more pattern.)
+    assert_eq!(
+        messages(&without),
+        messages(&patterns),
+        "{without:?} vs {patterns:?}"
+    );
+}
+
+/// How many messages the instances of `patterns` hold (a canonical name has one `>` per
+/// message).
+fn messages(patterns: &[(String, u64, f64)]) -> u64 {
+    patterns
+        .iter()
+        .map(|(name, count, _)| count * name.matches('>').count() as u64)
+        .sum()
 }
 
 /// A capture read through a pipe gives what the same file gives: every packet, in order, the
