@@ -74,6 +74,9 @@ use crate::reorder::Reorder;
 const PROBABLY_TRUE: f64 = 0.75;
 /// Links at most this likely (and not the most likely cause) are probably false.
 const PROBABLY_FALSE: f64 = 0.25;
+/// When no instance from a root holds its answer, links down to this likely are tried too
+/// (with twice the try-both budget), in search of the instances that do.
+const UNLIKELY: f64 = 0.05;
 /// Largest instance built.
 const MAX_MESSAGES: usize = 256;
 /// Instances less likely than this are abandoned while they are built.
@@ -743,7 +746,9 @@ impl Paths {
     }
 
     /// The instances from `root`: (messages with parent positions, probability).
-    fn enumerate(&self, root: u64) -> Vec<Hypothesis> {
+    /// Links at most `probably_false` likely (and not the most likely cause) are left out;
+    /// `budget` try-both decisions are made.
+    fn enumerate(&self, root: u64, probably_false: f64, budget: u32) -> Vec<Hypothesis> {
         struct Partial {
             msgs: Vec<(u64, Option<usize>)>,
             i: usize,
@@ -765,7 +770,7 @@ impl Paths {
             i: 0,
             j: 0,
             prob: s,
-            budget: self.config.try_both,
+            budget,
         }];
         while let Some(mut p) = stack.pop() {
             loop {
@@ -797,7 +802,7 @@ impl Paths {
                 let q = f64::from(q) / f64::from(ONE);
                 let is_best = ce.best == Some(id);
                 let parent = Some(p.i);
-                match decide(q, is_best) {
+                match decide_below(q, is_best, probably_false) {
                     Decision::True => {
                         p.prob *= q;
                         p.msgs.push((c, parent));
@@ -827,6 +832,48 @@ impl Paths {
             }
         }
         out
+    }
+
+    /// Beyond WAP5: a request is answered on its own connection, and its answer is caused by
+    /// the request or by what the request led to; so of the instances from a root, those that
+    /// hold the root's answer (a message back from the root's receiver to its sender on the
+    /// same connection) are the possible ones. When some do and some do not, the others are
+    /// dropped and the probabilities of the rest scaled so that the root's total stays as it
+    /// was (conditioning on the answer being in the tree). When none holds it (one-way
+    /// messages, or an answer not linked within the try-both budget), nothing changes.
+    /// Returns whether some instance holds the answer.
+    fn condition_on_answer(&self, root: u64, instances: &mut Vec<Hypothesis>) -> bool {
+        let Some(r) = self.entries.get(&root) else {
+            return false;
+        };
+        let answers = |h: &Hypothesis| {
+            h.0.iter().skip(1).any(|(id, _)| {
+                self.entries.get(id).is_some_and(|e| {
+                    e.m.src_endpoint == r.m.dst_endpoint && e.m.dst_endpoint == r.m.src_endpoint
+                })
+            })
+        };
+        let closed: Vec<bool> = instances.iter().map(answers).collect();
+        let closed_mass: f64 = instances
+            .iter()
+            .zip(&closed)
+            .filter(|(_, c)| **c)
+            .map(|(h, _)| h.1)
+            .sum();
+        if closed_mass <= 0.0 {
+            return false;
+        }
+        if closed.iter().all(|c| *c) {
+            return true;
+        }
+        let total: f64 = instances.iter().map(|h| h.1).sum();
+        let scale = total / closed_mass;
+        let mut keep = closed.into_iter();
+        instances.retain(|_| keep.next().unwrap_or(false));
+        for h in instances.iter_mut() {
+            h.1 *= scale;
+        }
+        true
     }
 
     /// The message of `e` as its pattern has it: sender and receiver labels (`CLIENT`, a
@@ -1123,7 +1170,14 @@ impl Paths {
                 continue;
             }
             self.pending_roots.remove(&(root_ns, root));
-            let instances = self.enumerate(root);
+            let budget = self.config.try_both;
+            let mut instances = self.enumerate(root, PROBABLY_FALSE, budget);
+            if !self.condition_on_answer(root, &mut instances) {
+                let mut wider = self.enumerate(root, UNLIKELY, budget.saturating_mul(2));
+                if self.condition_on_answer(root, &mut wider) {
+                    instances = wider;
+                }
+            }
             let mut hop_cache = FastMap::default();
             for (msgs, p) in instances {
                 if let Some(b) = self.build(&msgs, p, &mut hop_cache) {
@@ -1165,6 +1219,12 @@ impl Paths {
     fn snapshot(&mut self, at: Time, last: bool, out: &mut Vec<PathRecord>) {
         let window = self.config.window_ns;
         let start = at.saturating_sub(window);
+        // Naming adds to the table's bytes: the bound holds for what is reported too.
+        self.name_all();
+        if self.table_bytes > self.config.max_pattern_bytes {
+            let cap = self.config.max_patterns.max(1);
+            self.evict(cap, self.config.max_pattern_bytes / 4 * 3);
+        }
         for (key, id, tree, shown, reported) in std::mem::take(&mut self.evicted) {
             if self.patterns.contains_key(&key) {
                 // Back since: its new report supersedes the old one.
@@ -1201,7 +1261,6 @@ impl Paths {
             );
         }
         // In id order, so that output does not depend on hashing.
-        self.name_all();
         let mut keys: Vec<(&str, u64)> = self.patterns.iter().map(|(k, a)| (a.id(), *k)).collect();
         keys.sort();
         let keys: Vec<u64> = keys.into_iter().map(|(_, k)| k).collect();
@@ -1296,9 +1355,14 @@ enum Decision {
 }
 
 fn decide(q: f64, is_best: bool) -> Decision {
+    decide_below(q, is_best, PROBABLY_FALSE)
+}
+
+/// [`decide`], with links at most `probably_false` likely probably false.
+fn decide_below(q: f64, is_best: bool, probably_false: f64) -> Decision {
     if q >= PROBABLY_TRUE {
         Decision::True
-    } else if q <= PROBABLY_FALSE && !is_best {
+    } else if q <= probably_false && !is_best {
         Decision::False
     } else {
         Decision::Both
