@@ -121,15 +121,17 @@ fn score_judges_inferred_patterns_against_the_truth() {
     );
     let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(s["truth_patterns"], 12);
-    // The two busiest true patterns are our two busiest.
+    // The two busiest true patterns are our two busiest, and at most one true pattern is
+    // missing from our top N for any N, near-ties within 2% forgiven (Project 5's criterion).
     assert_eq!(s["top_n"][1]["fn"], 0, "{}", s["top_n"]);
+    assert_eq!(s["fn_2pct_max_ok"], true, "{}", s["top_n"]);
     assert!(
         s["instances"]["recall"].as_f64().unwrap() > 0.5,
         "{}",
         s["instances"]
     );
     assert!(
-        s["messages"]["recall"].as_f64().unwrap() > 0.5,
+        s["messages"]["recall"].as_f64().unwrap() > 0.9,
         "{}",
         s["messages"]
     );
