@@ -126,7 +126,9 @@ fn main() {
             score["truth_patterns"],
             score["inferred_patterns"],
             worst["fn_2pct"],
-            worst["rate_n"].as_u64().map_or("-".to_owned(), |n| n.to_string()),
+            worst["rate_n"]
+                .as_u64()
+                .map_or("-".to_owned(), |n| n.to_string()),
             if score["fn_2pct_max_ok"] == true {
                 "yes"
             } else {
