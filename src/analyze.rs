@@ -10,8 +10,8 @@ use std::net::IpAddr;
 
 use anyhow::{Result, anyhow, bail};
 use causeway_operators::{
-    CallsConfig, ClockConfig, DelayEstimate, Domain, FlowConfig, FoldConfig, Homes, LinkConfig,
-    Names, NatConfig, PathsConfig, Rank, ReconcileConfig,
+    CallsConfig, ClockConfig, DelayEstimate, DelayModel, Domain, FlowConfig, FoldConfig, Homes,
+    LinkConfig, Names, NatConfig, PathsConfig, Rank, ReconcileConfig,
 };
 use causeway_sinks::metrics::Metrics;
 use causeway_sinks::output::{Output, Rotation};
@@ -24,8 +24,8 @@ use causeway_sources::{Alignment, InputSpec, OriginId, Origins, RunControl, Sour
 
 use crate::bootstrap::{SampleSize, bootstrap};
 use crate::cli::{
-    AggregateArg, AnalyzeArgs, DelayEstimateArg, EmitArg, EngineArgs, LiveArgs, NodeGranularityArg,
-    OutputArgs, ProgressArg, RunArgs, SnapArgs, StatsArgs,
+    AggregateArg, AnalyzeArgs, DelayEstimateArg, DelayModelArg, EmitArg, EngineArgs, LiveArgs,
+    NodeGranularityArg, OutputArgs, ProgressArg, RunArgs, SnapArgs, StatsArgs,
 };
 use crate::engine::{self, Emit, Job, SnifferJob, TcpJob};
 use crate::progress::Progress;
@@ -341,6 +341,10 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
             estimate: match args.delay_estimate {
                 DelayEstimateArg::Smallest => DelayEstimate::Smallest,
                 DelayEstimateArg::Weighted => DelayEstimate::Weighted,
+            },
+            model: match args.delay_model {
+                DelayModelArg::Exponential => DelayModel::Exponential,
+                DelayModelArg::Learned => DelayModel::Learned,
             },
             lateness_ns: messages_late_ns,
             ..LinkConfig::default()

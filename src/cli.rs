@@ -307,6 +307,18 @@ pub enum DelayEstimateArg {
     Weighted,
 }
 
+/// How `link` weighs a candidate parent by its delay.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum DelayModelArg {
+    /// WAP5: e^(-delay/d), d the node pair's mean causal delay (favours the most recent).
+    Exponential,
+    /// The delay's density in the distribution learned for its link type (the nodes and
+    /// message kinds of parent and child), as Project 5's scoreboard learns it, refined by
+    /// the link probabilities: favours the typical delay.
+    #[default]
+    Learned,
+}
+
 /// `causeway score`.
 #[derive(Debug, Args)]
 pub struct ScoreArgs {
@@ -649,6 +661,9 @@ pub struct AnalyzeArgs {
     /// Linking: how each node pair's mean causal delay is estimated.
     #[arg(long, value_enum, default_value_t = DelayEstimateArg::Smallest, help_heading = "Paths")]
     pub delay_estimate: DelayEstimateArg,
+    /// Linking: how a candidate parent is weighed by its delay.
+    #[arg(long, value_enum, default_value_t = DelayModelArg::Learned, help_heading = "Paths")]
+    pub delay_model: DelayModelArg,
     /// Try-both decisions per path tree (up to 2^N instances from one root).
     #[arg(long, value_name = "N", default_value_t = 4, help_heading = "Paths")]
     pub try_both: u32,

@@ -314,8 +314,8 @@ fn pattern_memory_bounds_the_table_and_keeps_the_busiest_patterns() {
         (records, String::from_utf8(out.stderr).unwrap())
     };
     let (all, _) = run("1G");
-    let bound = 1_500 * 1024;
-    let (bounded, log) = run("1500K");
+    let bound = 400 * 1024;
+    let (bounded, log) = run("400K");
     assert!(!log.contains("was counted as"), "{log}");
     assert!(
         log.contains("evicting those with the smallest expected"),

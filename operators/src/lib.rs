@@ -71,6 +71,7 @@ pub mod alert;
 pub mod clock;
 pub mod conn;
 pub mod correlate;
+pub mod density;
 pub mod dist;
 pub mod domain;
 pub mod flows;
@@ -98,7 +99,7 @@ pub use clock::{
 pub use dist::{Dist, Summary};
 pub use domain::Domain;
 pub use flows::{Flow, FlowConfig, FlowEnd, Flows};
-pub use link::{DelayEstimate, Link, LinkConfig, Linked};
+pub use link::{DelayEstimate, DelayModel, Link, LinkConfig, Linked};
 pub use message::Message;
 pub use names::{Names, NamesError, NodeCache, NodeName};
 pub use nat::{Nat, NatConfig, NatMapping};

@@ -7,33 +7,52 @@
 //! - **Exchange**: every message goes twice, by node: as an arrival (a possible parent) to the
 //!   worker of its receiver, and as a child to the worker of its sender. A node's arrivals and
 //!   departures thus meet on one worker.
-//! - **Rules**: a message B→C sent at `s` (B's clock) has as candidate parents the messages
-//!   into B received at `r` in `[s − x, s]` (B's clock; `x` is `max_delay_ns`), each weighted
-//!   `e^(−(s − r)/d)` where `d` is the mean causal delay of B→C; being spontaneous weighs
-//!   `e^(−y)` (a delay of `y·d`). Weights are normalised to probabilities. `d` is WAP5's
-//!   estimate, the mean over a sliding window (`delay_window_ns`) of the smallest delay
-//!   preceding each B→C message, or (`DelayEstimate::Weighted`, the refinement §5.1 suggests
-//!   but WAP5 did not do) the mean of the candidate delays weighted by their probabilities. A
-//!   message whose sender side was not observed (B untraced) may only have been caused by a
-//!   message from its own receiver: B→A's candidates are the A→B messages A sent within `x`
-//!   before A received B→A, in A's clock (A→B→A). Messages a client sends are spontaneous
-//!   (clients start paths; see [`crate::ports`]). Beyond WAP5, for request/response
-//!   connections: a message the server side of a connection sends while the last message in
-//!   on it is unanswered is that message's reply, so its cause is that request or a reply to
-//!   a call B made after it, and it is never spontaneous; and a request B has already answered
-//!   is no candidate for what B sends after its answer. A message is linked once the frontier
-//!   is `lateness_ns` (how late upstream windows may emit it) plus `order_slack_ns` past it,
-//!   so that parents whose event times carry their senders' residual clock error are in;
-//!   arrivals are taken `order_slack_ns` earlier, in one order with the children, so that
-//!   what a message is linked against does not depend on how the frontier moved (the output
-//!   is the same on any number of workers). Candidates below `min_probability` are dropped unless they
-//!   are the most likely option; at most `max_candidates` (the most recent) are kept.
-//! - **State**: per node, the arrivals of the last `x` plus the allowed lateness, freed as the
-//!   frontier passes; per node pair, the delay estimate's buckets over `delay_window_ns`; the
-//!   endpoints' port evidence ([`Ports`]), forgotten after `idle_ns`. Memory follows the
-//!   message rate times `x`, never the length of the input.
-//! - **Cost**: per message, a hash and a scan over the arrivals of its sender within
-//!   `min(x, d·(y + 7))` (bounded by `max_candidates`), one `exp` per candidate.
+//! - **WAP5's rule**: a message B→C sent at `s` (B's clock) has as candidate parents the
+//!   messages into B received at `r` in `[s − x, s]` (B's clock; `x` is `max_delay_ns`);
+//!   being spontaneous weighs `e^(−y)`, as a delay of `y·d`; weights are normalised to
+//!   probabilities. With [`DelayModel::Exponential`] a candidate weighs `e^(−(s − r)/d)`, `d`
+//!   the mean causal delay of B→C: WAP5's estimate, the mean over a sliding window
+//!   (`delay_window_ns`) of the smallest delay preceding each B→C message, or
+//!   ([`DelayEstimate::Weighted`]) the mean of the candidate delays weighted by their
+//!   probabilities. A message whose sender side was not observed (B untraced) may only have
+//!   been caused by a message from its own receiver: B→A's candidates are the A→B messages A
+//!   sent within `x` before A received B→A, in A's clock (A→B→A). Messages a client sends are
+//!   spontaneous (clients start paths; see [`crate::ports`]).
+//! - **Delays learned** ([`DelayModel::Learned`], the default): a candidate weighs how
+//!   typical its delay is for its link type ([`DelayDensity`], Project 5's scoreboard refined
+//!   by the link probabilities), starting from WAP5's exponential while the type has little
+//!   evidence. The exponential prefers the most recent candidate; on a busy node the cause is
+//!   rarely the most recent message in.
+//! - **Tasks** (beyond WAP5, for request/response connections; Project 5's nesting): a node
+//!   serves each request as a task: the request, the calls it makes for it and their answers
+//!   (an answer belongs to its call's task), and the reply. A message sent back on the
+//!   connection that last brought a request in, with no send on it since, is the reply: its
+//!   cause is the latest message of that task, and it is never spontaneous. Any other message
+//!   is caused by the latest message of some task (a task's earlier messages caused its
+//!   earlier sends) that is not answered before the message's own answer comes back (a call
+//!   is nested in its task); a message that caused a send already weighs `1/(n + 1)²` after
+//!   `n` of them (Project 5's overlapping-child penalty); one that belongs to no task weighs a
+//!   tenth. A call also weighs how typical the time from its answer to its task's reply is
+//!   (learned like the delays): it tells a task that answers right after the call from one
+//!   that goes on calling.
+//! - **Timing**: a message is linked once the frontier is `lateness_ns` (how late upstream
+//!   windows may emit it) plus `order_slack_ns` past it, so that parents whose event times
+//!   carry their senders' residual clock error are in; arrivals and the sends themselves are
+//!   taken `order_slack_ns` earlier, in one order with the children, so that `link` sees the
+//!   answers and replies that come within that slack after a message, and what a message is
+//!   linked against does not depend on how the frontier moved (the output is the same on any
+//!   number of workers). Candidates below `min_probability` are dropped unless they are the
+//!   most likely option; at most `max_candidates` (the most recent) are kept.
+//! - **State**: per node, the arrivals of the last `x` plus the allowed lateness, and per
+//!   connection its send and receive times; per task its arrivals; per node pair the delay
+//!   estimate's buckets over `delay_window_ns`; per link type its delay densities (dropped
+//!   when the type is unseen for `delay_window_ns`); the endpoints' port evidence
+//!   ([`Ports`]), forgotten after `idle_ns`. All but the densities and ports are freed as the
+//!   frontier passes them by `2·(x + lateness)`. Memory follows the message rate times `x`,
+//!   never the length of the input.
+//! - **Cost**: per message, a hash, binary searches on its connection's sends and receives,
+//!   and a scan over the arrivals of its sender within `x` (at most `8 · max_candidates`) with
+//!   a few map lookups each; a reply looks at its task only.
 
 use std::collections::VecDeque;
 
@@ -48,6 +67,7 @@ use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::vec::Map;
 
 use crate::FastMap;
+use crate::density::DelayDensity;
 use crate::message::Message;
 use crate::ports::Ports;
 use crate::reorder::Reorder;
@@ -68,6 +88,17 @@ pub enum DelayEstimate {
     Weighted,
 }
 
+/// How `link` weighs a candidate parent by its delay.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DelayModel {
+    /// WAP5: `e^(−delay/d)`, `d` the node pair's mean causal delay.
+    Exponential,
+    /// The delay's density in the learned distribution of its link type ([`DelayDensity`]),
+    /// starting from WAP5's exponential while the type has little evidence.
+    #[default]
+    Learned,
+}
+
 /// Parameters of `link`.
 #[derive(Clone, Copy, Debug)]
 pub struct LinkConfig {
@@ -79,6 +110,8 @@ pub struct LinkConfig {
     pub delay_window_ns: Time,
     /// How `d` is estimated.
     pub estimate: DelayEstimate,
+    /// How a candidate is weighed by its delay.
+    pub model: DelayModel,
     /// Most candidate parents kept per message.
     pub max_candidates: usize,
     /// Candidates less likely than this are dropped (unless most likely).
@@ -87,7 +120,7 @@ pub struct LinkConfig {
     pub lateness_ns: Time,
     /// Endpoints not seen for this long are forgotten by the port classifier.
     pub idle_ns: Time,
-    /// Link types remember about this many messages of their node pair.
+    /// Learned delay densities remember about this many messages of their link type.
     pub type_memory: f64,
     /// A message is linked once the frontier is this far past its event time, so that its
     /// causes, whose event times carry their own senders' residual clock error, are in.
@@ -101,6 +134,7 @@ impl Default for LinkConfig {
             spontaneous_factor: 4.0,
             delay_window_ns: 60_000_000_000,
             estimate: DelayEstimate::Smallest,
+            model: DelayModel::Learned,
             max_candidates: 32,
             min_probability: 0.01,
             lateness_ns: 1_000_000_000,
@@ -139,10 +173,11 @@ pub fn message_id(m: &Message) -> u64 {
     ))
 }
 
-/// A connection's key: a hash of its unordered endpoint pair.
-fn conn_key(a: &Address, b: &Address) -> u64 {
-    let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
-    FixedState::with_seed(0x636f_6e6e).hash_one((lo, hi))
+/// One end of a connection: a hash of the endpoint at that end and its peer's. A node's
+/// sends and arrivals on a connection meet under the key of its own end, also where both
+/// ends are the node's (a client and a server on one host).
+fn end_key(local: &Address, remote: &Address) -> u64 {
+    FixedState::with_seed(0x636f_6e6e).hash_one((local, remote))
 }
 
 /// A node's key: a hash of its name.
@@ -164,11 +199,13 @@ pub struct Arrival {
     event_ns: Time,
     /// Whether only the sender side was observed.
     one_sided: bool,
-    /// The connection (unordered endpoint pair) it travelled on.
+    /// The receiver's end of the connection it travelled on ([`end_key`]).
     conn: u64,
     /// Whether it went to the connection's fixed end (a request), as the port evidence had it
     /// when it arrived.
     request: bool,
+    /// The sender as link types name it ([`CLIENT_KEY`] for clients), when it arrived.
+    kind_from: u64,
     src_endpoint: Address,
     dst_endpoint: Address,
 }
@@ -232,13 +269,117 @@ struct Linker {
     inbound: FastMap<u64, VecDeque<Arrival>>,
     one_sided: FastMap<u64, VecDeque<Arrival>>,
     estimates: FastMap<(u64, u64), Estimate>,
-    /// Per node pair (B, C): per sender X of B's arrivals (and [`SPONTANEOUS`]), the faded
-    /// sum of link probabilities and of probability-weighted delays.
-    types: FastMap<(u64, u64), FastMap<u64, (f64, f64)>>,
-    /// Per (node, connection): the node's recent send times on it, in its clock.
-    sends: FastMap<(u64, u64), VecDeque<Time>>,
+    /// Learned delay densities per link type ([`link_type`]).
+    densities: FastMap<u64, DelayDensity>,
+    /// Per (node, connection): the node's sends on it, in its clock, with the task each
+    /// belongs to.
+    sends: FastMap<(u64, u64), ConnLog<Option<u64>>>,
+    /// Per (node, connection): the arrivals on it (receive time in the node's clock, id,
+    /// whether a request).
+    recvs: FastMap<(u64, u64), ConnLog<(u64, bool)>>,
+    /// Tasks: the requests a node serves, by the request's id.
+    tasks: FastMap<u64, Task>,
+    /// Arrivals that are the most likely cause of a send: how many sends, and the event time
+    /// of the newest.
+    caused: FastMap<u64, (u32, Time)>,
     ports: Ports,
     last_expiry: Time,
+}
+
+/// What a node sent or received on one connection, by its local time, with the event time
+/// of the newest entry. Local times are in the node's own clock, which may be far from the
+/// frontier's: entries are trimmed by the span of local time they cover, the log dropped by
+/// event time.
+#[derive(Debug)]
+struct ConnLog<T> {
+    newest_event_ns: Time,
+    entries: VecDeque<(Time, T)>,
+}
+
+impl<T> Default for ConnLog<T> {
+    fn default() -> Self {
+        ConnLog {
+            newest_event_ns: 0,
+            entries: VecDeque::new(),
+        }
+    }
+}
+
+impl<T: Copy> ConnLog<T> {
+    fn insert(&mut self, local_ns: Time, event_ns: Time, value: T) {
+        let i = self.entries.partition_point(|e| e.0 <= local_ns);
+        self.entries.insert(i, (local_ns, value));
+        self.newest_event_ns = self.newest_event_ns.max(event_ns);
+    }
+
+    /// The latest entry before `t` (`inclusive`: at or before).
+    fn before(&self, t: Time, inclusive: bool) -> Option<(Time, T)> {
+        let i = self
+            .entries
+            .partition_point(|e| e.0 < t || (inclusive && e.0 == t));
+        i.checked_sub(1).map(|i| self.entries[i])
+    }
+
+    /// The first entry after `t`.
+    fn after(&self, t: Time) -> Option<(Time, T)> {
+        let i = self.entries.partition_point(|e| e.0 <= t);
+        self.entries.get(i).copied()
+    }
+
+    /// Drops entries more than `span` of local time older than the newest, keeping one.
+    fn trim(&mut self, span: Time) {
+        let Some(newest) = self.entries.back().map(|e| e.0) else {
+            return;
+        };
+        while self.entries.len() > 1
+            && self
+                .entries
+                .front()
+                .is_some_and(|e| e.0.saturating_add(span) < newest)
+        {
+            self.entries.pop_front();
+        }
+    }
+}
+
+/// A request a node serves, and what it has received for it so far.
+struct Task {
+    /// The request's connection.
+    conn: u64,
+    /// The request's receive time (the node's clock) and event time.
+    local_ns: Time,
+    event_ns: Time,
+    /// The request and the answers to the calls made for it: (receive time, id, the
+    /// sender's key in link types, whether a request), by receive time.
+    arrivals: Vec<(Time, u64, u64, bool)>,
+}
+
+/// A candidate parent as `link` weighs it.
+struct Candidate {
+    id: u64,
+    delay: Time,
+    /// Its link type.
+    kind: u64,
+    task: Option<u64>,
+    /// For a call: the time from its answer to its task's reply, when both are known.
+    gap: Option<Time>,
+    weight: f64,
+}
+
+/// The link type under which the gaps of `kind` are learned.
+fn gap_type(kind: u64) -> u64 {
+    kind ^ 0x6761_7020_6761_7020
+}
+
+/// Weight of a candidate that belongs to no task.
+const TASKLESS: f64 = 0.1;
+
+/// The node key that stands for every client in a link type.
+const CLIENT_KEY: u64 = 0;
+
+/// A link type: the parent's sender and kind, the node, the child's receiver and kind.
+fn link_type(parent_from: u64, request: bool, node: u64, to: u64, reply: bool) -> u64 {
+    FixedState::with_seed(0x7479_7065).hash_one((parent_from, request, node, to, reply))
 }
 
 impl Linker {
@@ -246,6 +387,38 @@ impl Linker {
         self.ports
             .observe(&a.src_endpoint, &a.dst_endpoint, a.from, a.to, a.event_ns);
         a.request = self.ports.fixed(&a.dst_endpoint, &a.src_endpoint);
+        // Clients are many nodes of one kind: their messages share a link type.
+        a.kind_from = if self.ports.client(&a.src_endpoint, &a.dst_endpoint, a.from) {
+            CLIENT_KEY
+        } else {
+            a.from
+        };
+        if !a.one_sided {
+            self.recvs.entry((a.to, a.conn)).or_default().insert(
+                a.local_ns,
+                a.event_ns,
+                (a.id, a.request),
+            );
+            let entry = (a.local_ns, a.id, a.kind_from, a.request);
+            if a.request {
+                self.tasks.insert(
+                    a.id,
+                    Task {
+                        conn: a.conn,
+                        local_ns: a.local_ns,
+                        event_ns: a.event_ns,
+                        arrivals: vec![entry],
+                    },
+                );
+            } else if let Some(task) = self
+                .send_before(a.to, a.conn, a.local_ns)
+                .and_then(|s| s.1)
+                .and_then(|t| self.tasks.get_mut(&t))
+            {
+                // The answer to a call linked already.
+                add_arrival(&mut task.arrivals, entry);
+            }
+        }
         let list = if a.one_sided {
             self.one_sided.entry(a.to).or_default()
         } else {
@@ -274,22 +447,81 @@ impl Linker {
                 !list.is_empty()
             });
         }
-        self.sends.retain(|_, times| {
-            while times.len() > 1 && times.front().is_some_and(|t| *t < before) {
-                times.pop_front();
-            }
-            times.back().is_some_and(|t| *t >= before)
+        self.sends.retain(|_, log| {
+            log.trim(keep);
+            log.newest_event_ns >= before
         });
+        self.recvs.retain(|_, log| {
+            log.trim(keep);
+            log.newest_event_ns >= before
+        });
+        self.tasks.retain(|_, t| t.event_ns >= before);
+        self.caused.retain(|_, c| c.1 >= before);
         let window = self.config.delay_window_ns;
         self.estimates.retain(|_, e| {
             e.buckets
                 .back()
                 .is_some_and(|b| b.0.saturating_add(window) > now)
         });
+        self.densities
+            .retain(|_, d| d.last_ns.saturating_add(window) > now);
         if now.saturating_sub(self.last_expiry) >= 10_000_000_000 {
             self.ports.expire(now.saturating_sub(self.config.idle_ns));
             self.last_expiry = now;
         }
+    }
+
+    /// Records a send before it is linked: `link` looks ahead at the sends up to
+    /// `order_slack_ns` after a child, as at the arrivals.
+    fn depart(&mut self, node: u64, conn: u64, send: Time, event_ns: Time) {
+        self.sends
+            .entry((node, conn))
+            .or_default()
+            .insert(send, event_ns, None);
+    }
+
+    /// The first arrival at `node` on `conn` after `t` (the answer to a call sent at `t`).
+    fn recv_after(&self, node: u64, conn: u64, t: Time) -> Option<(Time, u64, bool)> {
+        let (r, (id, request)) = self.recvs.get(&(node, conn))?.after(t)?;
+        Some((r, id, request))
+    }
+
+    /// The latest arrival at `node` on `conn` at or before `t`.
+    fn recv_before(&self, node: u64, conn: u64, t: Time) -> Option<(Time, u64, bool)> {
+        let (r, (id, request)) = self.recvs.get(&(node, conn))?.before(t, true)?;
+        Some((r, id, request))
+    }
+
+    /// The latest send by `node` on `conn` before `t`, with its task.
+    fn send_before(&self, node: u64, conn: u64, t: Time) -> Option<(Time, Option<u64>)> {
+        self.sends.get(&(node, conn))?.before(t, false)
+    }
+
+    /// The task an arrival at `node` belongs to: a request starts its own; an answer to a
+    /// call `node` made belongs to the call's.
+    fn task_of(&self, node: u64, a: &Arrival) -> Option<u64> {
+        if a.request {
+            Some(a.id)
+        } else {
+            self.send_before(node, a.conn, a.local_ns).and_then(|s| s.1)
+        }
+    }
+
+    /// When `node` answers task `task` (its first send on the request's connection after
+    /// the request), if that is known yet.
+    fn reply_of(&self, node: u64, task: u64) -> Option<Time> {
+        let t = self.tasks.get(&task)?;
+        let (conn, local) = (t.conn, t.local_ns);
+        self.sends.get(&(node, conn))?.after(local).map(|s| s.0)
+    }
+
+    /// Whether `node` has answered task `task` before `t` (sent on its request's connection
+    /// since the request came).
+    fn answered(&self, node: u64, task: u64, t: Time) -> bool {
+        self.tasks.get(&task).is_some_and(|k| {
+            self.send_before(node, k.conn, t)
+                .is_some_and(|(s, _)| s > k.local_ns)
+        })
     }
 
     fn link(&mut self, id: u64, m: Message) -> Linked {
@@ -310,165 +542,235 @@ impl Linker {
             return root(m);
         }
         let x = self.config.max_delay_ns;
-        let conn = conn_key(&m.src_endpoint, &m.dst_endpoint);
-        // Candidates: (id, delay) from the most recent back.
-        let mut candidates: Vec<(u64, Time, u64)> = Vec::new();
+        let conn = end_key(&m.src_endpoint, &m.dst_endpoint);
         let cap = self.config.max_candidates.max(1) * 8;
-        // Whether this message answers a request (see below): then its cause is among the
-        // candidates, never "spontaneous".
-        let mut answering = false;
         let (at, list, only_from) = match (m.send_ns, m.recv_ns) {
             (Some(s), _) => (s, self.inbound.get(&from), None),
             (None, Some(r)) => (r, self.one_sided.get(&from), Some(to)),
             (None, None) => return root(m),
         };
-        if let Some(list) = list {
-            let sends = &self.sends;
-            // The latest send by this node on `conn` before `t`.
-            let call_before = |conn: u64, t: Time| {
-                sends.get(&(from, conn)).and_then(|times| {
-                    let i = times.partition_point(|s| *s < t);
-                    i.checked_sub(1).map(|i| times[i])
-                })
-            };
-            // Skip arrivals after the send.
+        // Beyond WAP5, for request/response connections. A node serves a request as a
+        // *task*: the request, the calls the node makes for it and their answers, and the
+        // reply. A message sent back on the connection that last brought a request in, with
+        // no send on it since, is that request's reply: its cause is the latest message of
+        // the request's task, never spontaneous. Any other send is caused by the latest
+        // message of some task not answered yet (a task's earlier messages already caused
+        // its later calls), and nested in it (the task is not answered before the call's
+        // own answer comes back: Project 5 §5.1); a message that already caused a send is
+        // less likely to cause another (Project 5's overlapping-child penalty).
+        let callee = self.ports.fixed(&m.src_endpoint, &m.dst_endpoint);
+        let answers = if callee && only_from.is_none() {
+            self.recv_before(from, conn, at)
+                .filter(|r| r.2 && !self.answered(from, r.1, at))
+                .map(|r| r.1)
+        } else {
+            None
+        };
+        let child_to = if self.ports.client(&m.dst_endpoint, &m.src_endpoint, to) {
+            CLIENT_KEY
+        } else {
+            to
+        };
+        let nested_until = if callee || only_from.is_some() {
+            None
+        } else {
+            self.recv_after(from, conn, at)
+        };
+        let mut candidates: Vec<Candidate> = Vec::new();
+        let penalty = |caused: &FastMap<u64, (u32, Time)>, id: u64| {
+            caused
+                .get(&id)
+                .map_or(1.0, |&(n, _)| 1.0 / f64::from(n + 1).powi(2))
+        };
+        if let Some(t) = answers {
+            // A reply: the latest message of its task.
+            let latest = self.tasks.get(&t).and_then(|task| {
+                let i = task.arrivals.partition_point(|a| a.0 <= at);
+                i.checked_sub(1).map(|i| task.arrivals[i])
+            });
+            if let Some((local, pid, kind_from, request)) = latest {
+                candidates.push(Candidate {
+                    id: pid,
+                    delay: at - local,
+                    kind: link_type(kind_from, request, from, child_to, true),
+                    task: Some(t),
+                    gap: None,
+                    weight: penalty(&self.caused, pid),
+                });
+            }
+        } else if let Some(list) = list {
+            // Arrivals before the send, most recent first.
             let end = list.partition_point(|a| a.local_ns <= at);
-            let mut scanned: Vec<&Arrival> = Vec::new();
-            for a in list.range(..end).rev() {
-                if at - a.local_ns > x || scanned.len() >= cap {
+            let mut seen_tasks: Vec<u64> = Vec::new();
+            for a in list.range(..end).rev().take(cap) {
+                if at - a.local_ns > x {
                     break;
                 }
                 if only_from.is_some_and(|f| a.from != f) || a.id == id {
                     continue;
                 }
-                scanned.push(a);
-            }
-            // A message sent back on the connection that last brought a message in, with no
-            // send on it since, answers that message (a reply): its cause arrived no earlier,
-            // and is that message or a reply to a call made after it.
-            let request = scanned.iter().find(|a| a.conn == conn).copied();
-            let answered =
-                request.is_some_and(|r| call_before(conn, at).is_some_and(|c| c > r.local_ns));
-            // Only the callee side of a connection (the fixed port) answers.
-            let callee = self.ports.fixed(&m.src_endpoint, &m.dst_endpoint);
-            let floor = match request {
-                Some(r) if callee && !answered && only_from.is_none() => Some((r.id, r.local_ns)),
-                _ => None,
-            };
-            answering = floor.is_some();
-            for a in scanned {
-                if let Some((rid, low)) = floor {
-                    let within = a.id == rid
-                        || (a.local_ns >= low
-                            && call_before(a.conn, a.local_ns).is_some_and(|c| c >= low));
-                    if !within {
+                let task = if only_from.is_none() {
+                    self.task_of(from, a)
+                } else {
+                    None
+                };
+                let mut weight = penalty(&self.caused, a.id);
+                if let Some(t) = task {
+                    if seen_tasks.contains(&t) {
+                        // Not the latest message of its task.
                         continue;
                     }
+                    seen_tasks.push(t);
+                    if self.answered(from, t, at)
+                        || nested_until.is_some_and(|r| self.answered(from, t, r.0))
+                    {
+                        continue;
+                    }
+                } else if only_from.is_none() {
+                    // An answer to a call that was no task's (or a message to an ephemeral
+                    // port that answers nothing): its thread of work is unknown, and such
+                    // messages would otherwise stay candidates for as long as `x`.
+                    weight *= TASKLESS;
                 }
-                // A request this node has already answered (it sent on that connection since
-                // the request came) caused nothing after its answer.
-                if a.conn != conn
-                    && a.request
-                    && call_before(a.conn, at).is_some_and(|c| c > a.local_ns)
-                {
-                    continue;
-                }
-                candidates.push((a.id, at - a.local_ns, a.from));
+                candidates.push(Candidate {
+                    id: a.id,
+                    delay: at - a.local_ns,
+                    kind: link_type(a.kind_from, a.request, from, child_to, false),
+                    task,
+                    gap: nested_until.zip(task).and_then(|(r, t)| {
+                        let reply = self.reply_of(from, t)?;
+                        reply.checked_sub(r.0)
+                    }),
+                    weight,
+                });
             }
-        }
-        if let Some(s) = m.send_ns {
-            let times = self.sends.entry((from, conn)).or_default();
-            let i = times.partition_point(|t| *t <= s);
-            times.insert(i, s);
         }
         let window = self.config.delay_window_ns;
         let width = (window / 8).max(1);
         let estimate = self.estimates.entry((from, to)).or_default();
         // What has left the window goes now, not when `expire` runs.
         estimate.trim(m.event_ns, width, window);
-        if let Some(&(_, smallest, _)) = candidates.first() {
+        if let Some(c) = candidates.first() {
             let b = estimate.bucket(m.event_ns, width, window);
-            b.1 += smallest as f64;
+            b.1 += c.delay as f64;
             b.2 += 1.0;
         }
         let Some(d) = estimate.mean(self.config.estimate) else {
+            self.set_task(from, conn, m.send_ns, answers);
             return root(m);
         };
         let d = d.max(1_000.0);
         let y = self.config.spontaneous_factor;
-        let horizon = d * (y + 7.0);
-        // Link types (beyond WAP5, the iteration §5.1 suggests): how often messages from X
-        // into this node caused its messages to `to`, and after what mean delay, learned from
-        // the link probabilities of the window so far. Unseen types start from WAP5's model.
-        let learn = self.config.estimate == DelayEstimate::Weighted;
-        let types = self.types.entry((from, to)).or_default();
-        if !learn {
-            types.clear();
+        let learned = self.config.model == DelayModel::Learned;
+        // WAP5's exponential only counts recent candidates; a learned density may put the
+        // typical delay well past its horizon.
+        let horizon = if learned { f64::MAX } else { d * (y + 7.0) };
+        candidates.retain(|c| answers.is_some() || (c.delay as f64) <= horizon);
+        candidates.truncate(self.config.max_candidates.max(1));
+        const LEARNING: f64 = 50.0;
+        // Each candidate's weight under the learned model alone (1 while its type has no
+        // density yet), for learning.
+        let mut learned_weights: Vec<f64> = Vec::with_capacity(candidates.len());
+        for c in &mut candidates {
+            let exponential = (-(c.delay as f64) / d).exp();
+            let (model, own) = match self.densities.get(&c.kind) {
+                Some(density) if learned => {
+                    let e = density.evidence();
+                    let r = density.relative(c.delay as f64);
+                    ((e * r + LEARNING * exponential) / (e + LEARNING), r)
+                }
+                _ => (exponential, 1.0),
+            };
+            // How typical the time from the call's answer to the task's reply is (Project 5
+            // scores only the start of a nesting; its end tells a task that goes on from one
+            // that answers at once).
+            let gap = match (c.gap, self.densities.get(&gap_type(c.kind))) {
+                (Some(g), Some(density)) if learned => {
+                    let e = density.evidence();
+                    let r = density.relative(g as f64);
+                    ((e * r + LEARNING) / (e + LEARNING), r)
+                }
+                _ => (1.0, 1.0),
+            };
+            learned_weights.push(c.weight * own * gap.1);
+            c.weight *= model * gap.0;
         }
-        let n_types = types.len() as f64 + 1.0;
-        let total_weight: f64 = types.values().map(|t| t.0).sum::<f64>() + types_spont(types);
-        let prior = |w: f64| (w + 1.0) / (total_weight + n_types);
-        let mut weights: Vec<(u64, f64, Time, u64)> = candidates
-            .iter()
-            .take_while(|(_, delay, _)| answering || (*delay as f64) <= horizon)
-            .take(self.config.max_candidates.max(1))
-            .map(|&(pid, delay, px)| {
-                let (tw, tsum) = types.get(&px).map_or((0.0, 0.0), |t| (t.0, t.1));
-                let dt = if tw >= 3.0 {
-                    (tsum / tw).max(1_000.0)
-                } else {
-                    d
-                };
-                let w = prior(tw) * (d / dt) * (-(delay as f64) / dt).exp();
-                (pid, w, delay, px)
-            })
-            .collect();
-        // A reply is caused by its request or by what the request led to: beyond WAP5, which
-        // keeps "spontaneous" for every message, a message that answers a request has no
-        // spontaneous alternative.
-        let spontaneous = if answering && !weights.is_empty() {
+        // A reply has no spontaneous alternative (beyond WAP5, which keeps it for every
+        // message).
+        let spontaneous = if answers.is_some() && !candidates.is_empty() {
             0.0
         } else {
-            prior(types_spont(types)) * (-y).exp()
+            (-y).exp()
         };
-        let total: f64 = spontaneous + weights.iter().map(|w| w.1).sum::<f64>();
-        for w in &mut weights {
-            w.1 /= total;
+        let total: f64 = spontaneous + candidates.iter().map(|c| c.weight).sum::<f64>();
+        for c in &mut candidates {
+            c.weight /= total;
         }
         let p_spont = spontaneous / total;
-        // Learn from this message's posterior, with a fading memory of about the window.
-        let fade = 1.0 - 1.0 / self.config.type_memory.max(1.0);
-        for t in types.values_mut().filter(|_| learn) {
-            t.0 *= fade;
-            t.1 *= fade;
-        }
-        if learn {
-            for w in &weights {
-                let t = types.entry(w.3).or_insert((0.0, 0.0));
-                t.0 += w.1;
-                t.1 += w.1 * w.2 as f64;
+        if learned && !candidates.is_empty() {
+            // Expectation-maximisation as the data streams: each candidate counts its
+            // probability under the learned model (all alike at first: Project 5's 1/N).
+            let n = candidates.len() as f64;
+            let sum: f64 = learned_weights.iter().sum();
+            let memory = self.config.type_memory;
+            for (c, w) in candidates.iter().zip(&learned_weights) {
+                let density = self
+                    .densities
+                    .entry(c.kind)
+                    .or_insert_with(|| DelayDensity::new(memory));
+                let p = if sum > 0.0 { w / sum } else { 1.0 / n };
+                density.add(c.delay as f64, p);
+                if let Some(g) = c.gap {
+                    self.densities
+                        .entry(gap_type(c.kind))
+                        .or_insert_with(|| DelayDensity::new(memory))
+                        .add(g as f64, p);
+                }
             }
-            let sp = types.entry(SPONTANEOUS).or_insert((0.0, 0.0));
-            sp.0 += p_spont;
+            let mut kinds: Vec<u64> = candidates
+                .iter()
+                .flat_map(|c| [Some(c.kind), c.gap.map(|_| gap_type(c.kind))])
+                .flatten()
+                .collect();
+            kinds.sort_unstable();
+            kinds.dedup();
+            for k in kinds {
+                if let Some(density) = self.densities.get_mut(&k) {
+                    density.step(m.event_ns);
+                }
+            }
         }
         let estimate = self.estimates.entry((from, to)).or_default();
-        if weights.iter().map(|w| w.1).sum::<f64>() > 0.0 {
+        if candidates.iter().map(|c| c.weight).sum::<f64>() > 0.0 {
             let b = estimate.bucket(m.event_ns, width, window);
-            for w in &weights {
-                b.3 += w.1 * w.2 as f64;
-                b.4 += w.1;
+            for c in &candidates {
+                b.3 += c.weight * c.delay as f64;
+                b.4 += c.weight;
             }
         }
-        let best = weights
+        let best = candidates
             .iter()
-            .filter(|w| w.1 > p_spont)
-            .max_by(|a, b| a.1.total_cmp(&b.1).then(b.2.cmp(&a.2)))
-            .map(|w| w.0);
+            .filter(|c| c.weight > p_spont)
+            .max_by(|a, b| a.weight.total_cmp(&b.weight).then(b.delay.cmp(&a.delay)));
+        let task = answers.or_else(|| best.and_then(|c| c.task));
+        let best = best.map(|c| c.id);
+        if let Some(b) = best {
+            let e = self.caused.entry(b).or_insert((0, m.event_ns));
+            e.0 += 1;
+            e.1 = e.1.max(m.event_ns);
+        }
+        self.set_task(from, conn, m.send_ns, task);
+        if let (Some((r, rid, _)), Some(t), None) = (nested_until, task, answers) {
+            // The call's answer came already: it is the task's.
+            if let Some(k) = self.tasks.get_mut(&t) {
+                add_arrival(&mut k.arrivals, (r, rid, child_to, false));
+            }
+        }
         let min = self.config.min_probability;
-        let parents = weights
+        let parents = candidates
             .iter()
-            .filter(|w| w.1 >= min || Some(w.0) == best)
-            .map(|w| (w.0, to_prob(w.1)))
+            .filter(|c| c.weight >= min || Some(c.id) == best)
+            .map(|c| (c.id, to_prob(c.weight)))
             .collect();
         Linked {
             id,
@@ -479,14 +781,28 @@ impl Linker {
             from_client,
         }
     }
+
+    /// Records the task of the send by `node` on `conn` at `send`.
+    fn set_task(&mut self, node: u64, conn: u64, send: Option<Time>, task: Option<u64>) {
+        let (Some(s), Some(task)) = (send, task) else {
+            return;
+        };
+        if let Some(log) = self.sends.get_mut(&(node, conn)) {
+            let i = log.entries.partition_point(|t| t.0 < s);
+            if let Some(t) = log.entries.get_mut(i).filter(|t| t.0 == s && t.1.is_none()) {
+                t.1 = Some(task);
+            }
+        }
+    }
 }
 
-/// The type key of spontaneity in a node pair's link types.
-const SPONTANEOUS: u64 = 0;
-
-/// Weight of spontaneity among a node pair's link types.
-fn types_spont(types: &FastMap<u64, (f64, f64)>) -> f64 {
-    types.get(&SPONTANEOUS).map_or(0.0, |t| t.0)
+/// Adds an arrival to a task's, in receive-time order.
+fn add_arrival(arrivals: &mut Vec<(Time, u64, u64, bool)>, a: (Time, u64, u64, bool)) {
+    if arrivals.iter().any(|x| x.1 == a.1) {
+        return;
+    }
+    let i = arrivals.partition_point(|x| x.0 <= a.0);
+    arrivals.insert(i, a);
 }
 
 fn to_prob(p: f64) -> Prob {
@@ -510,8 +826,9 @@ impl<'scope> Link<'scope> for Stream<'scope, Time, Vec<Message>> {
                 local_ns,
                 event_ns: m.event_ns,
                 one_sided,
-                conn: conn_key(&m.src_endpoint, &m.dst_endpoint),
+                conn: end_key(&m.dst_endpoint, &m.src_endpoint),
                 request: false,
+                kind_from: 0,
                 src_endpoint: m.src_endpoint.clone(),
                 dst_endpoint: m.dst_endpoint.clone(),
             })
@@ -530,15 +847,29 @@ impl<'scope> Link<'scope> for Stream<'scope, Time, Vec<Message>> {
                     one_sided: FastMap::default(),
                     estimates: FastMap::default(),
                     sends: FastMap::default(),
-                    types: FastMap::default(),
+                    densities: FastMap::default(),
+                    tasks: FastMap::default(),
+                    recvs: FastMap::default(),
+                    caused: FastMap::default(),
                     ports: Ports::with_idle(config.idle_ns),
                     last_expiry: 0,
                 };
                 let mut waiting_children: Reorder<Message> = Reorder::default();
                 let mut waiting_arrivals: Reorder<Arrival> = Reorder::default();
+                // The sends themselves, known as early as the arrivals: (node, connection,
+                // send time).
+                let mut waiting_departures: Reorder<(u64, u64, Time, Time)> = Reorder::default();
                 move |(children, children_frontier), (arrivals, arrivals_frontier), output| {
                     children.for_each(|_cap, batch| {
-                        for (_, id, m) in batch.drain(..) {
+                        for (from, id, m) in batch.drain(..) {
+                            if let Some(s) = m.send_ns {
+                                let conn = end_key(&m.src_endpoint, &m.dst_endpoint);
+                                waiting_departures.push(
+                                    m.event_ns,
+                                    id,
+                                    (from, conn, s, m.event_ns),
+                                );
+                            }
                             waiting_children.push(m.event_ns, id, m);
                         }
                     });
@@ -567,6 +898,20 @@ impl<'scope> Link<'scope> for Stream<'scope, Time, Vec<Message>> {
                     let bound = now.map(|n| n.saturating_sub(lag.saturating_add(slack)));
                     let mut session = output.session(&*cap);
                     loop {
+                        let departure = waiting_departures
+                            .first()
+                            .filter(|(t, _)| arrivals_bound.is_none_or(|b| *t < b));
+                        let next_child = waiting_children.first().map(|(t, _)| t);
+                        if let Some((td, _)) = departure {
+                            if next_child.is_none_or(|tc| td.saturating_sub(slack) <= tc) {
+                                if let Some((_, _, (node, conn, send, event))) =
+                                    waiting_departures.pop_before(arrivals_bound)
+                                {
+                                    linker.depart(node, conn, send, event);
+                                }
+                                continue;
+                            }
+                        }
                         let arrival = waiting_arrivals
                             .first()
                             .filter(|(t, _)| arrivals_bound.is_none_or(|b| *t < b));
@@ -668,5 +1013,47 @@ mod tests {
                 assert!(l.parents[0].1 > ONE * 9 / 10, "{l:?}");
             }
         }
+    }
+
+    #[test]
+    fn a_call_belongs_to_the_request_it_is_nested_in_and_the_reply_ends_the_task() {
+        const MS: Time = 1_000_000;
+        let t0 = 1_000 * MS;
+        let us = |n: u64| t0 + n * 1_000;
+        // R1 and R2 come to B (10.0.0.2:80) from two clients. B calls C for R1 at 1.5 ms; C
+        // answers at 3 ms; B answers R1 at 3.5 ms. R2 is answered at 2 ms, before the call's
+        // answer: the call is not nested in R2, although R2 is its most recent candidate.
+        // Earlier requests from other clients make port 80 fixed.
+        let mut messages = Vec::new();
+        for i in 0..4u64 {
+            let t = t0 - 500 * MS + i * 10 * MS;
+            let client = format!("10.1.0.{}:{}", 10 + i, 40000 + i);
+            messages.push(msg(&client, "10.0.0.2:80", t, t + 100));
+            messages.push(msg("10.0.0.2:80", &client, t + MS, t + MS + 100));
+        }
+        let r1 = msg("10.1.0.1:40001", "10.0.0.2:80", us(0) - 100, us(0));
+        let r2 = msg("10.1.0.2:40002", "10.0.0.2:80", us(1_000) - 100, us(1_000));
+        let call = msg("10.0.0.2:50000", "10.0.0.3:5432", us(1_500), us(1_600));
+        let ret = msg("10.0.0.3:5432", "10.0.0.2:50000", us(2_900), us(3_000));
+        let reply1 = msg("10.0.0.2:80", "10.1.0.1:40001", us(3_500), us(3_600));
+        let reply2 = msg("10.0.0.2:80", "10.1.0.2:40002", us(2_000), us(2_100));
+        messages.extend([
+            r1.clone(),
+            r2.clone(),
+            call.clone(),
+            ret.clone(),
+            reply1.clone(),
+            reply2.clone(),
+        ]);
+        let linked = run(messages);
+        let of = |m: &Message| {
+            let id = message_id(m);
+            linked.iter().find(|l| l.id == id).cloned().expect("linked")
+        };
+        assert_eq!(of(&call).best, Some(message_id(&r1)), "{:?}", of(&call));
+        let l1 = of(&reply1);
+        assert_eq!(l1.best, Some(message_id(&ret)), "{l1:?}");
+        assert_eq!((l1.spontaneous, l1.parents.len()), (0, 1));
+        assert_eq!(of(&reply2).best, Some(message_id(&r2)));
     }
 }

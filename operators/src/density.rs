@@ -1,0 +1,235 @@
+//! [`DelayDensity`]: the learned causal delay of one link type, Project 5's "scoreboard"
+//! (§5.1.1.2) made streaming and corrected for what a busy node's candidates look like.
+//!
+//! A link type names both ends of a link: the parent's sender and kind (a request from a
+//! client, the answer from C) and the child's receiver and kind (a call to D, a reply).
+//! Whenever `link` weighs a child, every candidate parent adds its delay to two histograms of
+//! its type: the *candidates'* (weight one) and the *parents'* (weight: the candidate's
+//! probability of being the parent under the model itself; all alike, Project 5's `1/N`,
+//! while the type has no evidence). The model is their ratio: how much likelier a delay is
+//! among parents than among candidates. The ratio, not the parents' histogram alone, because
+//! a busy node's candidates are mostly recent ones (older ones have been answered or have
+//! caused their child already): the parents' delays pile up where candidates thin out, and
+//! a raw histogram would favour the most recent candidate as WAP5's exponential does.
+//! Weighting by the model's own probabilities is the iteration WAP5 §5.1 suggests
+//! (expectation-maximisation), done as the data streams.
+//!
+//! Bins are logarithmic (5% wide from 1 µs to about 10 s; Project 5 binned by `log_1.05`) and
+//! read smoothed over ±2 bins (Project 5 smooths by convolution). Old evidence fades: each
+//! step counts `1/fade` times the one before, so a type follows about its last `memory`
+//! children. State: two arrays of [`BINS`] floats per type, freed by `link` when the type
+//! has not been seen for its delay window. Cost: O(1) per value, O(bins) per refresh of the
+//! peak (every 64 steps).
+
+/// Number of bins: delays from 1 µs to e^(BINS · ln 1.05) µs (about 10 s).
+pub const BINS: usize = 330;
+/// Log of the bin ratio.
+const LN_RATIO: f64 = 0.048_790_164_169_432; // ln(1.05)
+/// Smoothing kernel over ±2 bins.
+const KERNEL: [f32; 5] = [1.0, 2.0, 3.0, 2.0, 1.0];
+
+/// The bin of a delay in ns.
+fn bin(delay_ns: f64) -> usize {
+    let us = (delay_ns / 1_000.0).max(1.0);
+    ((us.ln() / LN_RATIO) as usize).min(BINS - 1)
+}
+
+/// Centre of a bin, ns.
+#[cfg(test)]
+fn centre(b: usize) -> f64 {
+    1_000.0 * ((b as f64 + 0.5) * LN_RATIO).exp()
+}
+
+/// One faded histogram over the delay bins.
+#[derive(Clone, Debug)]
+struct Histogram {
+    bins: Vec<f32>,
+    total: f64,
+}
+
+impl Histogram {
+    fn new() -> Histogram {
+        Histogram {
+            bins: vec![0.0; BINS],
+            total: 0.0,
+        }
+    }
+
+    fn add(&mut self, b: usize, w: f64) {
+        self.bins[b] += w as f32;
+        self.total += w;
+    }
+
+    fn scale(&mut self, s: f64) {
+        for b in &mut self.bins {
+            *b = (f64::from(*b) * s) as f32;
+        }
+        self.total *= s;
+    }
+
+    /// The weight in bin `b`, smoothed over ±2 bins.
+    fn smoothed(&self, b: usize) -> f64 {
+        let mut s = 0.0;
+        for (k, w) in KERNEL.iter().enumerate() {
+            if let Some(v) = (b + k).checked_sub(2).and_then(|i| self.bins.get(i)) {
+                s += f64::from(*v * w);
+            }
+        }
+        s / 9.0
+    }
+
+    /// The share of the weight in bin `b`, smoothed.
+    fn share(&self, b: usize) -> f64 {
+        if self.total <= 0.0 {
+            return 0.0;
+        }
+        self.smoothed(b) / self.total
+    }
+}
+
+/// The learned delay distribution of one link type, against the delays of all its
+/// candidates.
+#[derive(Clone, Debug)]
+pub struct DelayDensity {
+    /// Delays of the parents, each weighted by its probability.
+    parents: Histogram,
+    /// Delays of every candidate, weight one each: what a candidate's delay looks like
+    /// whether it is the parent or not.
+    candidates: Histogram,
+    /// What the next value's weight is multiplied by (grows by `1/fade` per step; both
+    /// histograms are rescaled when it gets large).
+    increment: f64,
+    fade: f64,
+    /// Largest [`DelayDensity::ratio`] over the bins, as of the last refresh.
+    peak: f64,
+    /// Steps since the last refresh.
+    since_refresh: u32,
+    /// Event time of the last value, for expiry.
+    pub last_ns: u64,
+}
+
+impl DelayDensity {
+    /// An empty density that remembers about `memory` steps.
+    pub fn new(memory: f64) -> DelayDensity {
+        DelayDensity {
+            parents: Histogram::new(),
+            candidates: Histogram::new(),
+            increment: 1.0,
+            fade: 1.0 - 1.0 / memory.max(2.0),
+            peak: 0.0,
+            since_refresh: 0,
+            last_ns: 0,
+        }
+    }
+
+    /// The evidence it holds: the probability mass of parents seen (faded).
+    pub fn evidence(&self) -> f64 {
+        self.parents.total / self.increment
+    }
+
+    /// Adds a candidate's delay, with the probability that it is the parent.
+    pub fn add(&mut self, delay_ns: f64, probability: f64) {
+        let b = bin(delay_ns);
+        self.parents.add(b, probability * self.increment);
+        self.candidates.add(b, self.increment);
+    }
+
+    /// Ends one child's values: the next count a little more than these (fading).
+    pub fn step(&mut self, t: u64) {
+        self.last_ns = t;
+        self.increment /= self.fade;
+        if self.increment > 1e12 {
+            let s = 1.0 / self.increment;
+            self.parents.scale(s);
+            self.candidates.scale(s);
+            self.increment = 1.0;
+        }
+        self.since_refresh += 1;
+        if self.since_refresh >= 64 || self.peak == 0.0 {
+            self.refresh();
+        }
+    }
+
+    /// Recomputes the peak. O(bins).
+    pub fn refresh(&mut self) {
+        self.since_refresh = 0;
+        self.peak = (0..BINS).map(|b| self.ratio(b)).fold(0.0, f64::max);
+    }
+
+    /// How much likelier a parent's delay falls in bin `b` than any candidate's.
+    fn ratio(&self, b: usize) -> f64 {
+        self.parents.share(b) / (self.candidates.share(b) + 0.02 / BINS as f64)
+    }
+
+    /// How typical `delay_ns` is of a parent rather than of any candidate, relative to the
+    /// most typical delay: 1 at the peak, 0 where no parent was seen.
+    pub fn relative(&self, delay_ns: f64) -> f64 {
+        if self.peak <= 0.0 {
+            return 0.0;
+        }
+        (self.ratio(bin(delay_ns)) / self.peak).min(1.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bins_are_five_percent_wide_from_a_microsecond() {
+        assert_eq!(bin(0.0), 0);
+        assert_eq!(bin(1_000.0), 0);
+        assert_eq!(bin(1_060.0), 1);
+        let b = bin(2_000_000.0);
+        assert!(centre(b) / 2_000_000.0 > 0.97 && centre(b) / 2_000_000.0 < 1.03);
+        assert_eq!(bin(1e15), BINS - 1);
+    }
+
+    #[test]
+    fn a_peak_over_a_background_scores_the_typical_delay_highest() {
+        let mut d = DelayDensity::new(1000.0);
+        // True delays near 2 ms; wrong candidates more often recent than not (0-25 ms,
+        // denser near 0), as the candidates of a busy node are.
+        let mut x = 12345u64;
+        let mut next = || {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) as f64 / (1u64 << 31) as f64
+        };
+        for i in 0..2000u64 {
+            d.add(2_000_000.0 + (next() - 0.5) * 400_000.0, 0.6);
+            for _ in 0..4 {
+                let u = next();
+                d.add(u * u * 25_000_000.0, 0.1);
+            }
+            d.step(i);
+        }
+        d.refresh();
+        let at_peak = d.relative(2_000_000.0);
+        assert!(at_peak > 0.8, "{at_peak}");
+        assert!(d.relative(9_000_000.0) < 0.3 * at_peak);
+        assert!(d.relative(300_000.0) < 0.3 * at_peak);
+        // One unit of parent weight per step, faded over 1000 steps, for 2000 steps.
+        let expected = 1000.0 * (1.0 - (-2.0f64).exp());
+        assert!((d.evidence() - expected).abs() < 10.0, "{}", d.evidence());
+    }
+
+    #[test]
+    fn old_evidence_fades() {
+        let mut d = DelayDensity::new(100.0);
+        for i in 0..1000 {
+            d.add(1_000_000.0, 1.0);
+            d.add(10_000_000.0, 0.0);
+            d.step(i);
+        }
+        for i in 0..1000 {
+            d.add(10_000_000.0, 1.0);
+            d.add(1_000_000.0, 0.0);
+            d.step(1000 + i);
+        }
+        d.refresh();
+        assert!(d.relative(10_000_000.0) > 0.99);
+        assert!(d.relative(1_000_000.0) < 0.01);
+    }
+}
