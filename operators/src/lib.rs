@@ -29,6 +29,8 @@
 /// A hash map with a fast, fixed (unkeyed) hasher, for the operators' hot tables: their keys
 /// come from our own hashes and parsed records, and the std's SipHash cost a tenth of a run.
 pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::FixedState>;
+/// A hash set with a fast, fixed (reproducible) hasher.
+pub type FastSet<T> = std::collections::HashSet<T, foldhash::fast::FixedState>;
 
 /// Moves an operator's output capabilities up to its input frontier `now`, or drops them
 /// once the input has ended (`now` is `None`): for operators that hold one capability per

@@ -66,11 +66,11 @@ use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::vec::Map;
 
-use crate::FastMap;
 use crate::density::DelayDensity;
 use crate::message::Message;
 use crate::ports::Ports;
 use crate::reorder::Reorder;
+use crate::{FastMap, FastSet};
 
 /// A probability in millionths.
 pub type Prob = u32;
@@ -210,6 +210,23 @@ pub struct Arrival {
     dst_endpoint: Address,
 }
 
+/// An arrival as a node's list holds it: what linking reads, without the endpoints.
+#[derive(Clone, Copy, Debug)]
+struct Arrived {
+    id: u64,
+    from: u64,
+    local_ns: Time,
+    event_ns: Time,
+    request: bool,
+    kind_from: u64,
+    /// The task it belongs to: its own for a request; for an answer, its call's, once the
+    /// call is linked.
+    task: Option<u64>,
+    /// A copy of its task's reply time, where [`Linker::depart`] or the request's insertion
+    /// set it: never earlier than the task's, so a scan may skip the arrival on it alone.
+    reply_ns: Option<Time>,
+}
+
 /// Per node pair: buckets of delay sums over the sliding window.
 #[derive(Debug, Default)]
 struct Estimate {
@@ -266,8 +283,8 @@ impl Estimate {
 /// The linking state of one worker.
 struct Linker {
     config: LinkConfig,
-    inbound: FastMap<u64, VecDeque<Arrival>>,
-    one_sided: FastMap<u64, VecDeque<Arrival>>,
+    inbound: FastMap<u64, VecDeque<Arrived>>,
+    one_sided: FastMap<u64, VecDeque<Arrived>>,
     estimates: FastMap<(u64, u64), Estimate>,
     /// Learned delay densities per link type ([`link_type`]).
     densities: FastMap<u64, DelayDensity>,
@@ -282,6 +299,8 @@ struct Linker {
     /// Arrivals that are the most likely cause of a send: how many sends, and the event time
     /// of the newest.
     caused: FastMap<u64, (u32, Time)>,
+    /// Scratch: the tasks met in one scan of arrivals.
+    seen_tasks: FastSet<u64>,
     ports: Ports,
     last_expiry: Time,
 }
@@ -344,11 +363,12 @@ impl<T: Copy> ConnLog<T> {
 
 /// A request a node serves, and what it has received for it so far.
 struct Task {
-    /// The request's connection.
-    conn: u64,
-    /// The request's receive time (the node's clock) and event time.
-    local_ns: Time,
+    /// The request's event time.
     event_ns: Time,
+    /// The reply: the node's first send on the request's connection after the request, once
+    /// known (kept current by [`Linker::depart`] and at the request's insertion, whichever
+    /// comes first).
+    reply_ns: Option<Time>,
     /// The request and the answers to the calls made for it: (receive time, id, the
     /// sender's key in link types, whether a request), by receive time.
     arrivals: Vec<(Time, u64, u64, bool)>,
@@ -393,6 +413,8 @@ impl Linker {
         } else {
             a.from
         };
+        let mut task = None;
+        let mut reply_ns = None;
         if !a.one_sided {
             self.recvs.entry((a.to, a.conn)).or_default().insert(
                 a.local_ns,
@@ -400,21 +422,27 @@ impl Linker {
                 (a.id, a.request),
             );
             let entry = (a.local_ns, a.id, a.kind_from, a.request);
+            task = if a.request {
+                Some(a.id)
+            } else {
+                self.send_before(a.to, a.conn, a.local_ns).and_then(|s| s.1)
+            };
             if a.request {
+                reply_ns = self
+                    .sends
+                    .get(&(a.to, a.conn))
+                    .and_then(|log| log.after(a.local_ns))
+                    .map(|s| s.0);
                 self.tasks.insert(
                     a.id,
                     Task {
-                        conn: a.conn,
-                        local_ns: a.local_ns,
                         event_ns: a.event_ns,
+                        reply_ns,
                         arrivals: vec![entry],
                     },
                 );
-            } else if let Some(task) = self
-                .send_before(a.to, a.conn, a.local_ns)
-                .and_then(|s| s.1)
-                .and_then(|t| self.tasks.get_mut(&t))
-            {
+            } else if let Some(task) = task.and_then(|t| self.tasks.get_mut(&t)) {
+                reply_ns = task.reply_ns;
                 // The answer to a call linked already.
                 add_arrival(&mut task.arrivals, entry);
             }
@@ -429,7 +457,19 @@ impl Linker {
         while i > 0 && list[i - 1].local_ns > a.local_ns {
             i -= 1;
         }
-        list.insert(i, a);
+        list.insert(
+            i,
+            Arrived {
+                id: a.id,
+                from: a.from,
+                local_ns: a.local_ns,
+                event_ns: a.event_ns,
+                request: a.request,
+                kind_from: a.kind_from,
+                task,
+                reply_ns,
+            },
+        );
     }
 
     fn expire(&mut self, now: Time) {
@@ -474,10 +514,37 @@ impl Linker {
     /// Records a send before it is linked: `link` looks ahead at the sends up to
     /// `order_slack_ns` after a child, as at the arrivals.
     fn depart(&mut self, node: u64, conn: u64, send: Time, event_ns: Time) {
-        self.sends
-            .entry((node, conn))
-            .or_default()
-            .insert(send, event_ns, None);
+        let log = self.sends.entry((node, conn)).or_default();
+        let previous = log.before(send, false).map(|s| s.0);
+        log.insert(send, event_ns, None);
+        // This send replies to the requests on the connection since the previous send.
+        if let Some(recvs) = self.recvs.get(&(node, conn)) {
+            let end = recvs.entries.partition_point(|e| e.0 < send);
+            for &(local, (id, request)) in recvs.entries.range(..end).rev() {
+                if previous.is_some_and(|p| local <= p) {
+                    break;
+                }
+                if let Some(task) = self.tasks.get_mut(&id).filter(|_| request) {
+                    if task.reply_ns.is_none_or(|r| r > send) {
+                        task.reply_ns = Some(send);
+                        // The copies on the task's arrivals.
+                        if let Some(list) = self.inbound.get_mut(&node) {
+                            for &(local, aid, _, _) in &task.arrivals {
+                                let j = list.partition_point(|a| a.local_ns < local);
+                                for a in list.range_mut(j..) {
+                                    if a.local_ns != local {
+                                        break;
+                                    }
+                                    if a.id == aid {
+                                        a.reply_ns = Some(send);
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
 
     /// The first arrival at `node` on `conn` after `t` (the answer to a call sent at `t`).
@@ -497,31 +564,16 @@ impl Linker {
         self.sends.get(&(node, conn))?.before(t, false)
     }
 
-    /// The task an arrival at `node` belongs to: a request starts its own; an answer to a
-    /// call `node` made belongs to the call's.
-    fn task_of(&self, node: u64, a: &Arrival) -> Option<u64> {
-        if a.request {
-            Some(a.id)
-        } else {
-            self.send_before(node, a.conn, a.local_ns).and_then(|s| s.1)
-        }
+    /// When task `task` is answered (its node's first send on the request's connection
+    /// after the request), if that is known yet.
+    fn reply_of(&self, task: u64) -> Option<Time> {
+        self.tasks.get(&task)?.reply_ns
     }
 
-    /// When `node` answers task `task` (its first send on the request's connection after
-    /// the request), if that is known yet.
-    fn reply_of(&self, node: u64, task: u64) -> Option<Time> {
-        let t = self.tasks.get(&task)?;
-        let (conn, local) = (t.conn, t.local_ns);
-        self.sends.get(&(node, conn))?.after(local).map(|s| s.0)
-    }
-
-    /// Whether `node` has answered task `task` before `t` (sent on its request's connection
-    /// since the request came).
-    fn answered(&self, node: u64, task: u64, t: Time) -> bool {
-        self.tasks.get(&task).is_some_and(|k| {
-            self.send_before(node, k.conn, t)
-                .is_some_and(|(s, _)| s > k.local_ns)
-        })
+    /// Whether task `task` was answered before `t` (its node sent on the request's
+    /// connection since the request came).
+    fn answered(&self, task: u64, t: Time) -> bool {
+        self.reply_of(task).is_some_and(|r| r < t)
     }
 
     fn link(&mut self, id: u64, m: Message) -> Linked {
@@ -561,7 +613,7 @@ impl Linker {
         let callee = self.ports.fixed(&m.src_endpoint, &m.dst_endpoint);
         let answers = if callee && only_from.is_none() {
             self.recv_before(from, conn, at)
-                .filter(|r| r.2 && !self.answered(from, r.1, at))
+                .filter(|r| r.2 && !self.answered(r.1, at))
                 .map(|r| r.1)
         } else {
             None
@@ -601,7 +653,8 @@ impl Linker {
         } else if let Some(list) = list {
             // Arrivals before the send, most recent first.
             let end = list.partition_point(|a| a.local_ns <= at);
-            let mut seen_tasks: Vec<u64> = Vec::new();
+            let mut seen_tasks = std::mem::take(&mut self.seen_tasks);
+            seen_tasks.clear();
             for a in list.range(..end).rev().take(cap) {
                 if at - a.local_ns > x {
                     break;
@@ -609,21 +662,23 @@ impl Linker {
                 if only_from.is_some_and(|f| a.from != f) || a.id == id {
                     continue;
                 }
-                let task = if only_from.is_none() {
-                    self.task_of(from, a)
-                } else {
-                    None
-                };
-                let mut weight = penalty(&self.caused, a.id);
+                let task = if only_from.is_none() { a.task } else { None };
+                // Answered before this send or before the call's own answer came.
+                let answered = |r: Time| r < at || nested_until.is_some_and(|n| r < n.0);
+                if task.is_some() && a.reply_ns.is_some_and(answered) {
+                    // So are the task's earlier arrivals: skipping them all is what the
+                    // check below does.
+                    continue;
+                }
+                let mut weight = 1.0;
+                let mut reply = None;
                 if let Some(t) = task {
-                    if seen_tasks.contains(&t) {
+                    if !seen_tasks.insert(t) {
                         // Not the latest message of its task.
                         continue;
                     }
-                    seen_tasks.push(t);
-                    if self.answered(from, t, at)
-                        || nested_until.is_some_and(|r| self.answered(from, t, r.0))
-                    {
+                    reply = self.reply_of(t);
+                    if reply.is_some_and(answered) {
                         continue;
                     }
                 } else if only_from.is_none() {
@@ -632,18 +687,19 @@ impl Linker {
                     // messages would otherwise stay candidates for as long as `x`.
                     weight *= TASKLESS;
                 }
+                weight *= penalty(&self.caused, a.id);
                 candidates.push(Candidate {
                     id: a.id,
                     delay: at - a.local_ns,
                     kind: link_type(a.kind_from, a.request, from, child_to, false),
                     task,
-                    gap: nested_until.zip(task).and_then(|(r, t)| {
-                        let reply = self.reply_of(from, t)?;
-                        reply.checked_sub(r.0)
-                    }),
+                    gap: nested_until
+                        .zip(reply)
+                        .and_then(|(n, r)| r.checked_sub(n.0)),
                     weight,
                 });
             }
+            self.seen_tasks = seen_tasks;
         }
         let window = self.config.delay_window_ns;
         let width = (window / 8).max(1);
@@ -787,10 +843,34 @@ impl Linker {
         let (Some(s), Some(task)) = (send, task) else {
             return;
         };
-        if let Some(log) = self.sends.get_mut(&(node, conn)) {
-            let i = log.entries.partition_point(|t| t.0 < s);
-            if let Some(t) = log.entries.get_mut(i).filter(|t| t.0 == s && t.1.is_none()) {
-                t.1 = Some(task);
+        let Some(log) = self.sends.get_mut(&(node, conn)) else {
+            return;
+        };
+        let i = log.entries.partition_point(|t| t.0 < s);
+        let Some(t) = log.entries.get_mut(i).filter(|t| t.0 == s && t.1.is_none()) else {
+            return;
+        };
+        t.1 = Some(task);
+        // The call's answer, if it came already (the first arrival on `conn` after the call,
+        // with no other send between), is the task's.
+        let next_send = log.entries.get(i + 1).map(|t| t.0);
+        let Some((r, rid, false)) = self.recv_after(node, conn, s) else {
+            return;
+        };
+        if next_send.is_some_and(|n| n < r) {
+            return;
+        }
+        let reply_ns = self.tasks.get(&task).and_then(|k| k.reply_ns);
+        if let Some(list) = self.inbound.get_mut(&node) {
+            let j = list.partition_point(|a| a.local_ns < r);
+            for a in list.range_mut(j..) {
+                if a.local_ns != r {
+                    break;
+                }
+                if a.id == rid && a.task.is_none() {
+                    a.task = Some(task);
+                    a.reply_ns = reply_ns;
+                }
             }
         }
     }
@@ -851,6 +931,7 @@ impl<'scope> Link<'scope> for Stream<'scope, Time, Vec<Message>> {
                     tasks: FastMap::default(),
                     recvs: FastMap::default(),
                     caused: FastMap::default(),
+                    seen_tasks: FastSet::default(),
                     ports: Ports::with_idle(config.idle_ns),
                     last_expiry: 0,
                 };
