@@ -51,8 +51,11 @@
 //!   frontier passes them by `2·(x + lateness)`. Memory follows the message rate times `x`,
 //!   never the length of the input.
 //! - **Cost**: per message, a hash, binary searches on its connection's sends and receives,
-//!   and a scan over the arrivals of its sender within `x` (at most `8 · max_candidates`) with
-//!   a few map lookups each; a reply looks at its task only.
+//!   and a scan over the arrivals of its sender within `x` (at most `8 · max_candidates`).
+//!   Each arrival carries its task and a copy of the task's reply time, so the scan passes
+//!   over answered tasks without a lookup; an open task costs a set insertion and a map
+//!   lookup or two. A reply looks at its task only; a reply's departure updates the copies on
+//!   its task's arrivals (a binary search each).
 
 use std::collections::VecDeque;
 
