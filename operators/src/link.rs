@@ -819,12 +819,6 @@ impl Linker {
             e.1 = e.1.max(m.event_ns);
         }
         self.set_task(from, conn, m.send_ns, task);
-        if let (Some((r, rid, _)), Some(t), None) = (nested_until, task, answers) {
-            // The call's answer came already: it is the task's.
-            if let Some(k) = self.tasks.get_mut(&t) {
-                add_arrival(&mut k.arrivals, (r, rid, child_to, false));
-            }
-        }
         let min = self.config.min_probability;
         let parents = candidates
             .iter()
@@ -863,17 +857,18 @@ impl Linker {
         if next_send.is_some_and(|n| n < r) {
             return;
         }
-        let reply_ns = self.tasks.get(&task).and_then(|k| k.reply_ns);
-        if let Some(list) = self.inbound.get_mut(&node) {
-            let j = list.partition_point(|a| a.local_ns < r);
-            for a in list.range_mut(j..) {
-                if a.local_ns != r {
-                    break;
-                }
-                if a.id == rid && a.task.is_none() {
-                    a.task = Some(task);
-                    a.reply_ns = reply_ns;
-                }
+        let (Some(k), Some(list)) = (self.tasks.get_mut(&task), self.inbound.get_mut(&node)) else {
+            return;
+        };
+        let j = list.partition_point(|a| a.local_ns < r);
+        for a in list.range_mut(j..) {
+            if a.local_ns != r {
+                break;
+            }
+            if a.id == rid && a.task.is_none() {
+                a.task = Some(task);
+                a.reply_ns = k.reply_ns;
+                add_arrival(&mut k.arrivals, (r, rid, a.kind_from, false));
             }
         }
     }
