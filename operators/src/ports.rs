@@ -8,8 +8,9 @@
 //! [`Ports`] learns this from the messages it is shown: an endpoint is fixed once it has been
 //! seen with [`FIXED_PEERS`] distinct peer endpoints. Until both endpoints of a message have
 //! that much evidence (the first messages of a run), the endpoint whose peer has more peers is
-//! ephemeral and, between two newcomers, the lower port is the fixed one (servers listen on low
-//! ports; Linux and Windows draw ephemeral ports from 32768 and up).
+//! ephemeral and, between two newcomers, a port below the ephemeral range (Linux and Windows
+//! draw ephemeral ports from 32768 and up) is the fixed one; if both are in it or both below
+//! it, the one that was spoken to first (a server bound to port 0), and last the lower port.
 //!
 //! Servers are nodes, not addresses: on one host (loopback, or socket-call logs naming
 //! processes) a client process and a server process share an IP.
@@ -32,6 +33,9 @@ struct Seen {
     /// The first [`FIXED_PEERS`] distinct peers, inline (no allocation per endpoint).
     peers: [Option<Endpoint>; FIXED_PEERS],
     last_ns: Time,
+    /// Whether its first message (since it was last forgotten) came to it: the side that
+    /// is spoken to first is the server's.
+    first_dst: bool,
 }
 
 impl Seen {
@@ -72,8 +76,8 @@ impl Ports {
     pub fn observe(&mut self, a: &Address, b: &Address, node_a: u64, node_b: u64, t: Time) {
         match (a, b) {
             (Address::Endpoint(a), Address::Endpoint(b)) => {
-                self.note(*a, *b, node_a, t);
-                self.note(*b, *a, node_b, t);
+                self.note(*a, *b, node_a, t, false);
+                self.note(*b, *a, node_b, t, true);
             }
             _ => {
                 // A UNIX stream socket: the end with the path is the server's.
@@ -87,10 +91,16 @@ impl Ports {
         }
     }
 
-    fn note(&mut self, e: Endpoint, peer: Endpoint, node: u64, t: Time) {
-        let seen = self.endpoints.entry(e).or_default();
+    fn note(&mut self, e: Endpoint, peer: Endpoint, node: u64, t: Time, as_dst: bool) {
+        let seen = self.endpoints.entry(e).or_insert_with(|| Seen {
+            first_dst: as_dst,
+            ..Seen::default()
+        });
         if seen.last_ns.saturating_add(self.idle_ns) < t {
-            *seen = Seen::default();
+            *seen = Seen {
+                first_dst: as_dst,
+                ..Seen::default()
+            };
         }
         seen.last_ns = seen.last_ns.max(t);
         let n = seen.len();
@@ -103,8 +113,14 @@ impl Ports {
         }
     }
 
-    fn peers(&self, e: &Endpoint) -> usize {
-        self.endpoints.get(e).map_or(0, Seen::len)
+    /// What the rule of fixed ports knows of `e`.
+    fn evidence(&self, e: &Endpoint) -> Evidence {
+        let seen = self.endpoints.get(e);
+        Evidence {
+            peers: seen.map_or(0, Seen::len),
+            port: e.port,
+            first_dst: seen.is_some_and(|s| s.first_dst),
+        }
     }
 
     /// Whether `e` is a fixed port, in a message with `peer`.
@@ -117,7 +133,7 @@ impl Ports {
                 Address::Endpoint(_) => false,
             };
         };
-        fixed_rule(self.peers(e), self.peers(peer), e.port, peer.port)
+        fixed_rule(self.evidence(e), self.evidence(peer))
     }
 
     /// `(fixed(a, b), fixed(b, a))`, looking each endpoint up once.
@@ -125,11 +141,8 @@ impl Ports {
         let (Address::Endpoint(x), Address::Endpoint(y)) = (a, b) else {
             return (self.fixed(a, b), self.fixed(b, a));
         };
-        let (px, py) = (self.peers(x), self.peers(y));
-        (
-            fixed_rule(px, py, x.port, y.port),
-            fixed_rule(py, px, y.port, x.port),
-        )
+        let (ex, ey) = (self.evidence(x), self.evidence(y));
+        (fixed_rule(ex, ey), fixed_rule(ey, ex))
     }
 
     /// Whether `node`, at `e`, is a client: it has no fixed port, and `e` is not fixed in this
@@ -167,20 +180,40 @@ impl Ports {
     }
 }
 
-/// The two ends of a UNIX stream socket as the socket-log source names them.
-/// Whether an endpoint with `mine` distinct peers is the fixed end against one with `theirs`:
-/// the one with [`FIXED_PEERS`] peers is; else the one with more; else the lower port.
-fn fixed_rule(mine: usize, theirs: usize, my_port: u16, their_port: u16) -> bool {
-    if mine >= FIXED_PEERS {
+/// The first port of the range Linux draws ephemeral ports from (Windows: 49152).
+const EPHEMERAL_FROM: u16 = 32768;
+
+/// What [`fixed_rule`] weighs of one endpoint.
+#[derive(Clone, Copy, Debug)]
+struct Evidence {
+    /// Distinct peers seen, up to [`FIXED_PEERS`].
+    peers: usize,
+    port: u16,
+    first_dst: bool,
+}
+
+/// Whether endpoint `mine` is the fixed end of a message with `theirs`: the one with
+/// [`FIXED_PEERS`] peers is; else the one with more; else the one outside the ephemeral
+/// range; else the one spoken to first (a server bound to an ephemeral port, as test servers
+/// and many RPC services are); else the lower port.
+fn fixed_rule(mine: Evidence, theirs: Evidence) -> bool {
+    let ephemeral = |e: Evidence| e.port >= EPHEMERAL_FROM;
+    if mine.peers >= FIXED_PEERS {
         true
-    } else if theirs >= FIXED_PEERS {
+    } else if theirs.peers >= FIXED_PEERS {
         false
-    } else if mine != theirs {
-        mine > theirs
+    } else if mine.peers != theirs.peers {
+        mine.peers > theirs.peers
+    } else if ephemeral(mine) != ephemeral(theirs) {
+        !ephemeral(mine)
+    } else if mine.first_dst != theirs.first_dst {
+        mine.first_dst
     } else {
-        my_port < their_port
+        mine.port < theirs.port
     }
 }
+
+/// The two ends of a UNIX stream socket as the socket-log source names them.
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum UnixEnd {
@@ -242,5 +275,21 @@ mod tests {
         assert!(!p.client(&sock, &conn, server));
         p.expire(2);
         assert!(p.is_empty());
+    }
+
+    #[test]
+    fn between_two_newcomers_in_the_ephemeral_range_the_one_spoken_to_first_is_fixed() {
+        let mut p = Ports::default();
+        // A server bound to port 0 got 45000; its first client's port is 38000.
+        let (server, client) = (a("127.0.0.1:45000"), a("127.0.0.1:38000"));
+        p.observe(&client, &server, 1, 2, 1);
+        p.observe(&server, &client, 2, 1, 2);
+        assert!(p.fixed(&server, &client) && !p.fixed(&client, &server));
+        assert!(p.client(&client, &server, 1));
+        // Outside the ephemeral range the low port wins, whoever spoke first (a capture
+        // that starts with a response).
+        let (web, browser) = (a("10.0.0.1:80"), a("10.1.0.1:50000"));
+        p.observe(&web, &browser, 3, 4, 3);
+        assert!(p.fixed(&web, &browser) && !p.fixed(&browser, &web));
     }
 }
