@@ -527,23 +527,20 @@ impl Linker {
                 if previous.is_some_and(|p| local <= p) {
                     break;
                 }
-                if let Some(task) = self.tasks.get_mut(&id).filter(|_| request) {
-                    if task.reply_ns.is_none_or(|r| r > send) {
-                        task.reply_ns = Some(send);
-                        // The copies on the task's arrivals.
-                        if let Some(list) = self.inbound.get_mut(&node) {
-                            for &(local, aid, _, _) in &task.arrivals {
-                                let j = list.partition_point(|a| a.local_ns < local);
-                                for a in list.range_mut(j..) {
-                                    if a.local_ns != local {
-                                        break;
-                                    }
-                                    if a.id == aid {
-                                        a.reply_ns = Some(send);
-                                    }
-                                }
-                            }
-                        }
+                let Some(task) = self.tasks.get_mut(&id).filter(|_| request) else {
+                    continue;
+                };
+                if task.reply_ns.is_some_and(|r| r <= send) {
+                    continue;
+                }
+                task.reply_ns = Some(send);
+                // The copies on the task's arrivals.
+                let Some(list) = self.inbound.get_mut(&node) else {
+                    continue;
+                };
+                for &(local, aid, _, _) in &task.arrivals {
+                    for a in arrived_mut(list, local, aid) {
+                        a.reply_ns = Some(send);
                     }
                 }
             }
@@ -860,18 +857,24 @@ impl Linker {
         let (Some(k), Some(list)) = (self.tasks.get_mut(&task), self.inbound.get_mut(&node)) else {
             return;
         };
-        let j = list.partition_point(|a| a.local_ns < r);
-        for a in list.range_mut(j..) {
-            if a.local_ns != r {
-                break;
-            }
-            if a.id == rid && a.task.is_none() {
-                a.task = Some(task);
-                a.reply_ns = k.reply_ns;
-                add_arrival(&mut k.arrivals, (r, rid, a.kind_from, false));
-            }
+        for a in arrived_mut(list, r, rid).filter(|a| a.task.is_none()) {
+            a.task = Some(task);
+            a.reply_ns = k.reply_ns;
+            add_arrival(&mut k.arrivals, (r, rid, a.kind_from, false));
         }
     }
+}
+
+/// The entries of arrival `id`, received at `local_ns`, in a node's list (by receive time).
+fn arrived_mut(
+    list: &mut VecDeque<Arrived>,
+    local_ns: Time,
+    id: u64,
+) -> impl Iterator<Item = &mut Arrived> {
+    let j = list.partition_point(|a| a.local_ns < local_ns);
+    list.range_mut(j..)
+        .take_while(move |a| a.local_ns == local_ns)
+        .filter(move |a| a.id == id)
 }
 
 /// Adds an arrival to a task's, in receive-time order.
