@@ -365,6 +365,7 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
             names: Arc::clone(&names),
             max_patterns: args.max_patterns,
             max_pattern_bytes: usize::try_from(args.pattern_memory).unwrap_or(usize::MAX),
+            min_expected: args.min_expected,
             checkpoint: checkpoint.clone(),
         },
         tcp: tcp_job(&args.snap)?,

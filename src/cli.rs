@@ -693,6 +693,12 @@ pub struct AnalyzeArgs {
     /// retracted, until it holds three quarters of this; so a long run's memory stays flat.
     #[arg(long, value_name = "BYTES", default_value = "64M", value_parser = parse_size, help_heading = "Paths")]
     pub pattern_memory: u64,
+    /// A pattern whose instances together are less likely than this (its expected count) is
+    /// dropped and retracted once its last instance has left the --window: single improbable
+    /// alternatives, which would otherwise pile up over a long run. 0 keeps every pattern
+    /// (until --max-patterns).
+    #[arg(long, value_name = "P", default_value_t = 0.5, help_heading = "Paths")]
+    pub min_expected: f64,
     /// Raise an `alert` record, sent to every sink, when a rule starts to hold (and a
     /// `resolved` one when it stops); repeatable. Judged over the sliding --window at every
     /// snapshot (--emit-every). Rules:

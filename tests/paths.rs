@@ -352,3 +352,62 @@ fn pattern_memory_bounds_the_table_and_keeps_the_busiest_patterns() {
         );
     }
 }
+
+/// `--min-expected` drops the noise of a long run: a pattern whose instances together are
+/// less likely than the floor is retracted once its last instance has left the window, while
+/// the patterns with real weight keep exactly the same totals.
+#[test]
+fn min_expected_drops_improbable_patterns_once_out_of_the_window() {
+    let (_, names, csv) = multi_tier_trace("paths-noise", 20_000, &[]);
+    let run = |floor: &str| {
+        causeway_jsonl(&[
+            "analyze",
+            "--format",
+            "jsonl",
+            "--emit",
+            "patterns",
+            "--emit-every",
+            "5s",
+            "--window",
+            "10s",
+            "--min-expected",
+            floor,
+            "--names",
+            &names,
+            &csv,
+        ])
+    };
+    let all = final_patterns(&run("0"));
+    let floored_records = run("0.5");
+    let floored = final_patterns(&floored_records);
+    assert!(
+        floored.len() < all.len(),
+        "{} patterns with the floor, {} without",
+        floored.len(),
+        all.len()
+    );
+    // What went was retracted: a cumulative report with a count, later one with none.
+    let mut said = std::collections::BTreeMap::new();
+    let mut retracted = 0;
+    for r in &floored_records {
+        if r["kind"] == "pattern" && r["cumulative"] == true {
+            let count = r["count"].as_u64().unwrap();
+            let id = r["id"].as_str().unwrap().to_owned();
+            if count == 0 && said.get(&id).is_some_and(|&c| c > 0) {
+                retracted += 1;
+            }
+            said.insert(id, count);
+        }
+    }
+    assert!(retracted > 0);
+    // Every pattern gone from the final table was improbable without the floor too, and the
+    // weighty ones are untouched.
+    for p in &all {
+        if !floored.iter().any(|f| f.0 == p.0) {
+            assert!(p.2 < 5.0, "{p:?} dropped");
+        }
+        if p.2 >= 5.0 {
+            assert!(floored.contains(p), "{p:?} changed");
+        }
+    }
+}

@@ -35,7 +35,10 @@
 //!   distributions allocate, checked against a recount at every snapshot). Beyond either,
 //!   those with the smallest expected counts are evicted and retracted (count 0). The byte
 //!   bound is what keeps a long run flat: the distributions of the patterns kept grow as
-//!   they collect values long after their number stops growing. Memory follows the message
+//!   they collect values long after their number stops growing. And a pattern whose
+//!   cumulative expected count is below `min_expected` when its last window bucket is
+//!   dropped is retracted then (most of a long run's patterns are single improbable
+//!   instances: without this the table fills towards its bounds for hours). Memory follows the message
 //!   rate times the path duration, plus the bounded pattern table; never the length of the
 //!   input.
 //! - **Cost**: per root, `O(m · 2^k)` for `m` messages and `k` try-both decisions, plus
@@ -141,6 +144,11 @@ pub struct PathsConfig {
     /// smallest expected counts are evicted until it holds three quarters of this, so that
     /// memory stays flat however the distributions of the patterns kept grow.
     pub max_pattern_bytes: usize,
+    /// A pattern whose instances together are less likely than this (its cumulative
+    /// expected count) is dropped, and retracted, once its last instance has left the
+    /// window: a long run's inference noise, single improbable alternatives of try-both
+    /// decisions, then no longer accumulates until `max_patterns` is reached. 0 keeps them.
+    pub min_expected: f64,
     /// Saving (and restoring) the pattern totals (`--checkpoint`).
     pub checkpoint: Option<CheckpointConfig>,
 }
@@ -246,6 +254,7 @@ impl Default for PathsConfig {
             names: Arc::new(Names::new()),
             max_patterns: 2_000,
             max_pattern_bytes: 64 << 20,
+            min_expected: 0.5,
             checkpoint: None,
         }
     }
@@ -561,6 +570,8 @@ struct Paths {
     evicted: Vec<(u64, String, PatternNode, bool, bool)>,
     /// Patterns evicted so far.
     evictions: u64,
+    /// Patterns dropped so far as below `min_expected` once out of the window.
+    noise: u64,
     /// Bytes the pattern table holds ([`Agg::heap_bytes`] summed).
     table_bytes: usize,
     next_snapshot: Option<Time>,
@@ -1265,6 +1276,7 @@ impl Paths {
         keys.sort();
         let keys: Vec<u64> = keys.into_iter().map(|(_, k)| k).collect();
         let mut held = 0;
+        let mut noise = Vec::new();
         for key in keys {
             let Some(agg) = self.patterns.get_mut(&key) else {
                 continue;
@@ -1275,8 +1287,12 @@ impl Paths {
                     self.table_bytes = self.table_bytes.saturating_sub(old.heap_bytes());
                 }
             }
-            held += agg.heap_bytes();
             let window_changed = agg.buckets.len() != before;
+            if agg.buckets.is_empty() && agg.total.expected < self.config.min_expected && !last {
+                noise.push(key);
+                continue;
+            }
+            held += agg.heap_bytes();
             if !(agg.touched || window_changed || last) {
                 continue;
             }
@@ -1309,6 +1325,28 @@ impl Paths {
             }
             agg.touched = false;
         }
+        for key in noise {
+            let Some(agg) = self.patterns.remove(&key) else {
+                continue;
+            };
+            self.table_bytes = self.table_bytes.saturating_sub(agg.heap_bytes());
+            self.noise += 1;
+            let Some(name) = agg.name else { continue };
+            let empty = Stats::default();
+            for cumulative in [false, true] {
+                let said = if cumulative { agg.reported } else { agg.shown };
+                if said {
+                    out.push(PathRecord::Pattern(pattern_record(
+                        &name.id,
+                        &name.tree,
+                        &empty,
+                        cumulative,
+                        (start, at),
+                        last,
+                    )));
+                }
+            }
+        }
         if held != self.table_bytes {
             tracing::warn!(
                 "paths: the pattern table's size was counted as {} bytes, but it holds {held}",
@@ -1321,6 +1359,13 @@ impl Paths {
             self.patterns.len(),
             held >> 10
         );
+        if last && self.noise > 0 {
+            tracing::info!(
+                "paths: {} patterns below --min-expected {} dropped once out of the window",
+                self.noise,
+                self.config.min_expected
+            );
+        }
         self.save(at, last);
     }
 }
@@ -1398,6 +1443,7 @@ impl<'scope> BuildPaths<'scope> for Stream<'scope, Time, Vec<Linked>> {
                     labels: RefCell::new(Labels::default()),
                     evicted: Vec::new(),
                     evictions: 0,
+                    noise: 0,
                     table_bytes: 0,
                     next_snapshot: None,
                     last_expiry: 0,
