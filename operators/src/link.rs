@@ -32,7 +32,11 @@
 //!   earlier sends) that is not answered before the message's own answer comes back (a call
 //!   is nested in its task); a message that caused a send already weighs `1/(n + 1)²` after
 //!   `n` of them (Project 5's overlapping-child penalty); one that belongs to no task weighs a
-//!   tenth. A call also weighs how typical the time from its answer to its task's reply is
+//!   tenth, and causes no call (an answer to a call that started a path itself is what a
+//!   client does next, not a cause). A call from a node to one of its own endpoints is not
+//!   nested in a task served at that endpoint: on one host (loopback) clients and their
+//!   server are one node, and their requests would otherwise chain through the server's
+//!   open ones. A call also weighs how typical the time from its answer to its task's reply is
 //!   (learned like the delays): it tells a task that answers right after the call from one
 //!   that goes on calling.
 //! - **Timing**: a message is linked once the frontier is `lateness_ns` (how late upstream
@@ -175,6 +179,14 @@ pub fn message_id(m: &Message) -> u64 {
         m.row,
     ))
 }
+
+/// An endpoint's key (never [`NO_ENDPOINT`]).
+fn endpoint_key(e: &Address) -> u64 {
+    FixedState::with_seed(0x656e_6470).hash_one(e) | 1
+}
+
+/// A key no endpoint has.
+const NO_ENDPOINT: u64 = 0;
 
 /// One end of a connection: a hash of the endpoint at that end and its peer's. A node's
 /// sends and arrivals on a connection meet under the key of its own end, also where both
@@ -372,6 +384,8 @@ struct Task {
     /// known (kept current by [`Linker::depart`] and at the request's insertion, whichever
     /// comes first).
     reply_ns: Option<Time>,
+    /// The endpoint the request came to ([`endpoint_key`]): where the node serves it.
+    served: u64,
     /// The request and the answers to the calls made for it: (receive time, id, the
     /// sender's key in link types, whether a request), by receive time.
     arrivals: Vec<(Time, u64, u64, bool)>,
@@ -441,6 +455,7 @@ impl Linker {
                     Task {
                         event_ns: a.event_ns,
                         reply_ns,
+                        served: endpoint_key(&a.dst_endpoint),
                         arrivals: vec![entry],
                     },
                 );
@@ -628,6 +643,15 @@ impl Linker {
         } else {
             self.recv_after(from, conn, at)
         };
+        // A call from a node to an endpoint of its own is not made for a task served at
+        // that endpoint (a server does not call the port it serves): on one host, as on
+        // loopback, a client process and the server it calls are one node, and the
+        // client's next request would otherwise nest in the server's open requests.
+        let calls_back = if from == to && !callee {
+            endpoint_key(&m.dst_endpoint)
+        } else {
+            NO_ENDPOINT
+        };
         let mut candidates: Vec<Candidate> = Vec::new();
         let penalty = |caused: &FastMap<u64, (u32, Time)>, id: u64| {
             caused
@@ -677,14 +701,21 @@ impl Linker {
                         // Not the latest message of its task.
                         continue;
                     }
-                    reply = self.reply_of(t);
-                    if reply.is_some_and(answered) {
+                    let open = self.tasks.get(&t);
+                    reply = open.and_then(|o| o.reply_ns);
+                    if reply.is_some_and(answered) || open.is_some_and(|o| o.served == calls_back) {
                         continue;
                     }
                 } else if only_from.is_none() {
-                    // An answer to a call that was no task's (or a message to an ephemeral
-                    // port that answers nothing): its thread of work is unknown, and such
-                    // messages would otherwise stay candidates for as long as `x`.
+                    if !callee {
+                        // A call is made for a task. An answer that belongs to none answered
+                        // a call that started a path itself: what a client does next (a
+                        // client process on a server's host, as on loopback), not a cause.
+                        continue;
+                    }
+                    // A message to an ephemeral port that answers nothing: its thread of work
+                    // is unknown, and such messages would otherwise stay candidates for as
+                    // long as `x`.
                     weight *= TASKLESS;
                 }
                 weight *= penalty(&self.caused, a.id);
@@ -1137,5 +1168,36 @@ mod tests {
         assert_eq!(l1.best, Some(message_id(&ret)), "{l1:?}");
         assert_eq!((l1.spontaneous, l1.parents.len()), (0, 1));
         assert_eq!(of(&reply2).best, Some(message_id(&r2)));
+    }
+
+    #[test]
+    fn a_client_on_the_servers_host_starts_a_path_with_each_request() {
+        const MS: Time = 1_000_000;
+        let t0 = 1_000 * MS;
+        // On loopback, clients and the server they call are one node (the host). Four
+        // clients each send a request every 2 ms on their own connection to port 7411, and
+        // the server answers each 300 µs later; the requests of the clients overlap. Each
+        // request is a root: neither the client's previous answer (a call that started a
+        // path itself) nor a request the server is still serving caused it.
+        let mut messages = Vec::new();
+        let mut requests = Vec::new();
+        for i in 0..20u64 {
+            for c in 0..4u64 {
+                let client = format!("127.0.0.1:{}", 40000 + c);
+                let t = t0 + i * 2 * MS + c * 100_000;
+                let request = msg(&client, "127.0.0.1:7411", t, t + 10_000);
+                requests.push(request.clone());
+                messages.push(request);
+                messages.push(msg("127.0.0.1:7411", &client, t + 300_000, t + 310_000));
+            }
+        }
+        let linked = run(messages);
+        assert_eq!(linked.len(), 160);
+        // Once port 7411 is known to be fixed (three peers), every request is a root.
+        for r in &requests[4..] {
+            let id = message_id(r);
+            let l = linked.iter().find(|l| l.id == id).expect("linked");
+            assert_eq!(l.best, None, "{l:?}");
+        }
     }
 }
