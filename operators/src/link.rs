@@ -180,13 +180,10 @@ pub fn message_id(m: &Message) -> u64 {
     ))
 }
 
-/// An endpoint's key (never [`NO_ENDPOINT`]).
+/// An endpoint's key.
 fn endpoint_key(e: &Address) -> u64 {
-    FixedState::with_seed(0x656e_6470).hash_one(e) | 1
+    FixedState::with_seed(0x656e_6470).hash_one(e)
 }
-
-/// A key no endpoint has.
-const NO_ENDPOINT: u64 = 0;
 
 /// One end of a connection: a hash of the endpoint at that end and its peer's. A node's
 /// sends and arrivals on a connection meet under the key of its own end, also where both
@@ -647,11 +644,7 @@ impl Linker {
         // that endpoint (a server does not call the port it serves): on one host, as on
         // loopback, a client process and the server it calls are one node, and the
         // client's next request would otherwise nest in the server's open requests.
-        let calls_back = if from == to && !callee {
-            endpoint_key(&m.dst_endpoint)
-        } else {
-            NO_ENDPOINT
-        };
+        let calls_back = (from == to && !callee).then(|| endpoint_key(&m.dst_endpoint));
         let mut candidates: Vec<Candidate> = Vec::new();
         let penalty = |caused: &FastMap<u64, (u32, Time)>, id: u64| {
             caused
@@ -703,7 +696,9 @@ impl Linker {
                     }
                     let open = self.tasks.get(&t);
                     reply = open.and_then(|o| o.reply_ns);
-                    if reply.is_some_and(answered) || open.is_some_and(|o| o.served == calls_back) {
+                    if reply.is_some_and(answered)
+                        || open.is_some_and(|o| Some(o.served) == calls_back)
+                    {
                         continue;
                     }
                 } else if only_from.is_none() {

@@ -38,9 +38,9 @@
 //!   they collect values long after their number stops growing. And a pattern whose
 //!   cumulative expected count is below `min_expected` when its last window bucket is
 //!   dropped is retracted then (most of a long run's patterns are single improbable
-//!   instances: without this the table fills towards its bounds for hours). Memory follows the message
-//!   rate times the path duration, plus the bounded pattern table; never the length of the
-//!   input.
+//!   instances: without this the table fills towards its bounds for hours). Memory follows
+//!   the message rate times the path duration, plus the bounded pattern table; never the
+//!   length of the input.
 //! - **Cost**: per root, `O(m · 2^k)` for `m` messages and `k` try-both decisions, plus
 //!   building the pattern's canonical text once per instance.
 //! - **Checkpoint** (`checkpoint`): at a snapshot at least `every` of wall time after the
@@ -1241,27 +1241,7 @@ impl Paths {
                 // Back since: its new report supersedes the old one.
                 continue;
             }
-            let empty = Stats::default();
-            if shown {
-                out.push(PathRecord::Pattern(pattern_record(
-                    &id,
-                    &tree,
-                    &empty,
-                    false,
-                    (start, at),
-                    last,
-                )));
-            }
-            if reported {
-                out.push(PathRecord::Pattern(pattern_record(
-                    &id,
-                    &tree,
-                    &empty,
-                    true,
-                    (start, at),
-                    last,
-                )));
-            }
+            retract(&id, &tree, shown, reported, (start, at), last, out);
         }
         if last && self.evictions > 0 {
             tracing::info!(
@@ -1331,20 +1311,17 @@ impl Paths {
             };
             self.table_bytes = self.table_bytes.saturating_sub(agg.heap_bytes());
             self.noise += 1;
-            let Some(name) = agg.name else { continue };
-            let empty = Stats::default();
-            for cumulative in [false, true] {
-                let said = if cumulative { agg.reported } else { agg.shown };
-                if said {
-                    out.push(PathRecord::Pattern(pattern_record(
-                        &name.id,
-                        &name.tree,
-                        &empty,
-                        cumulative,
-                        (start, at),
-                        last,
-                    )));
-                }
+            if let Some(name) = agg.name {
+                let (shown, reported) = (agg.shown, agg.reported);
+                retract(
+                    &name.id,
+                    &name.tree,
+                    shown,
+                    reported,
+                    (start, at),
+                    last,
+                    out,
+                );
             }
         }
         if held != self.table_bytes {
@@ -1367,6 +1344,27 @@ impl Paths {
             );
         }
         self.save(at, last);
+    }
+}
+
+/// The records that retract a pattern that is gone from the table: its windowed report if
+/// the last one had a count (`shown`), its cumulative one if any was made (`reported`).
+fn retract(
+    id: &str,
+    tree: &PatternNode,
+    shown: bool,
+    reported: bool,
+    window: (Time, Time),
+    last: bool,
+    out: &mut Vec<PathRecord>,
+) {
+    let empty = Stats::default();
+    for (cumulative, said) in [(false, shown), (true, reported)] {
+        if said {
+            out.push(PathRecord::Pattern(pattern_record(
+                id, tree, &empty, cumulative, window, last,
+            )));
+        }
     }
 }
 
