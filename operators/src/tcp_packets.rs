@@ -358,7 +358,9 @@ impl ConnState {
                 Some(_) => {}
                 None => o.acked = Some(a),
             }
-            if both_scaled || window == 0 {
+            // A reset's window means nothing (a refused connection's RST carries 0): taken as
+            // a zero window it held the retried connection "limited" until its SYN-ACK.
+            if (both_scaled || window == 0) && !tcp.flags.has(TcpFlags::RST) {
                 o.window = Some(window);
             }
             o.check_limit(ts);
@@ -563,5 +565,24 @@ mod tests {
         p.push(packet(101.0, B, A, 500, 100 + 128_000, ACK, 0));
         let e = run(&p);
         assert_eq!(e[0].rwnd_limited_ns, Some(100_000_000));
+    }
+
+    #[test]
+    fn a_refused_attempt_before_the_connection_is_not_a_zero_window() {
+        // The first SYN meets no listener (RST, window 0); the client retries 50 ms later on
+        // the same ports, and one segment is acknowledged at once.
+        let mut rst = packet(0.01, B, A, 0, 100, TcpFlags::RST | ACK, 0);
+        if let Some(t) = rst.tcp.as_mut() {
+            t.window = 0;
+        }
+        let mut p = vec![packet(0.0, A, B, 99, 0, SYN, 0), rst];
+        p.extend(handshake().into_iter().map(|mut k| {
+            k.ts_ns += 50_000_000;
+            k
+        }));
+        p.push(packet(51.0, A, B, 100, 500, ACK, 1000));
+        p.push(packet(51.1, B, A, 500, 1100, ACK, 0));
+        let e = run(&p);
+        assert_eq!(e[0].rwnd_limited_ns, Some(0), "{e:?}");
     }
 }
