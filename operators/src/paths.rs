@@ -82,7 +82,7 @@ const PROBABLY_FALSE: f64 = 0.25;
 const UNLIKELY: f64 = 0.05;
 /// Largest instance built.
 const MAX_MESSAGES: usize = 256;
-/// Instances less likely than this are abandoned while they are built.
+/// A try-both decision is made only where both instances would be at least this likely.
 const MIN_PROBABILITY: f64 = 1e-3;
 
 /// How path patterns are ranked (WAP5 §6.6).
@@ -785,9 +785,6 @@ impl Paths {
         }];
         while let Some(mut p) = stack.pop() {
             loop {
-                if p.prob < MIN_PROBABILITY {
-                    break;
-                }
                 if p.i >= p.msgs.len() || p.msgs.len() >= MAX_MESSAGES {
                     out.push((p.msgs, p.prob));
                     break;
@@ -819,7 +816,11 @@ impl Paths {
                         p.msgs.push((c, parent));
                     }
                     Decision::False => p.prob *= 1.0 - q,
-                    Decision::Both if p.budget > 0 => {
+                    // A branch less likely than `MIN_PROBABILITY` is not split off: every
+                    // message stays in the instances of its most likely cause.
+                    Decision::Both
+                        if p.budget > 0 && p.prob * q.min(1.0 - q) >= MIN_PROBABILITY =>
+                    {
                         p.budget -= 1;
                         stack.push(Partial {
                             msgs: p.msgs.clone(),
