@@ -1,10 +1,13 @@
-//! [`DelayDensity`]: the learned causal delay of one link type, Project 5's "scoreboard"
-//! (§5.1.1.2) made streaming and corrected for what a busy node's candidates look like.
+//! Learned delays, Project 5's "scoreboard" (§5.1.1.2) made streaming and corrected for what a
+//! busy node's candidates look like. [`CausalDensity`] (below) learns how long a link type's
+//! parents take against a time-shifted null, and is what `link` weighs delays by;
+//! [`DelayDensity`] learns by expectation-maximisation, which is what `link` learns the
+//! time from a call's answer to its task's reply with.
 //!
 //! A link type names both ends of a link: the parent's sender and kind (a request from a
 //! client, the answer from C) and the child's receiver and kind (a call to D, a reply).
-//! Whenever `link` weighs a child, every candidate parent adds its delay to two histograms of
-//! its type: the *candidates'* (weight one) and the *parents'* (weight: the candidate's
+//! [`DelayDensity`]: whenever `link` weighs a child, every candidate parent adds its delay to
+//! two histograms of its type: the *candidates'* (weight one) and the *parents'* (weight: the candidate's
 //! probability of being the parent under the model itself; all alike, Project 5's `1/N`,
 //! while the type has no evidence). The model is their ratio: how much likelier a delay is
 //! among parents than among candidates. The ratio, not the parents' histogram alone, because
@@ -171,6 +174,92 @@ impl DelayDensity {
     }
 }
 
+/// The learned causal delay of one link type, without expectation-maximisation: how many
+/// more candidates of the type lie at a delay when a send happens than at a time when none
+/// does. At each send, `link` adds the delays of the send's candidates to one histogram and
+/// the delays of the candidates the same scan finds at a time shifted into the past (no send
+/// there: the *null*) to another. A busy node's other candidates look alike at both times, so
+/// the excess of the first over the second is the parents' delays, and the excess's share of
+/// the first is the probability that a candidate of this type at this delay is the parent.
+/// Unlike [`DelayDensity`], nothing learned feeds back into what is learned, so a busy node
+/// cannot talk itself into the wrong delay; and a type that is often a candidate but never
+/// the parent learns that (no excess at any delay).
+///
+/// Bins, smoothing and fading as in [`DelayDensity`]. State: two arrays of [`BINS`] floats
+/// per type, freed by `link` when the type is unseen for its delay window. Cost: O(1) per
+/// value.
+#[derive(Clone, Debug)]
+pub struct CausalDensity {
+    candidates: Histogram,
+    null: Histogram,
+    /// Sends it was a candidate of (faded).
+    sends: f64,
+    increment: f64,
+    fade: f64,
+    /// Event time of the last value, for expiry.
+    pub last_ns: u64,
+}
+
+impl CausalDensity {
+    /// An empty density that remembers about `memory` steps.
+    pub fn new(memory: f64) -> CausalDensity {
+        CausalDensity {
+            candidates: Histogram::new(),
+            null: Histogram::new(),
+            sends: 0.0,
+            increment: 1.0,
+            fade: 1.0 - 1.0 / memory.max(2.0),
+            last_ns: 0,
+        }
+    }
+
+    /// The evidence it holds: the (faded) number of parents seen, as the excess of
+    /// candidates over the null.
+    pub fn evidence(&self) -> f64 {
+        ((self.candidates.total - self.null.total) / self.increment).max(0.0)
+    }
+
+    /// How many sends it has been a candidate of (faded): how much its
+    /// [`CausalDensity::probability`] may be trusted, whether or not it was their parent.
+    pub fn samples(&self) -> f64 {
+        self.sends
+    }
+
+    /// Adds the delay of a candidate of a send, weighing `w` (its structural weight).
+    pub fn add_candidate(&mut self, delay_ns: f64, w: f64) {
+        self.candidates.add(bin(delay_ns), w * self.increment);
+    }
+
+    /// Adds the delay of a candidate at the shifted time.
+    pub fn add_null(&mut self, delay_ns: f64, w: f64) {
+        self.null.add(bin(delay_ns), w * self.increment);
+    }
+
+    /// Ends one send's values: the next count a little more than these (fading).
+    pub fn step(&mut self, t: u64) {
+        self.last_ns = t;
+        self.sends = self.sends * self.fade + 1.0;
+        self.increment /= self.fade;
+        if self.increment > 1e12 {
+            let s = 1.0 / self.increment;
+            self.candidates.scale(s);
+            self.null.scale(s);
+            self.increment = 1.0;
+        }
+    }
+
+    /// The probability that a candidate of this type with delay `delay_ns` is the parent:
+    /// the excess over the null's share of the candidates there. In `[0, 1]`.
+    pub fn probability(&self, delay_ns: f64) -> f64 {
+        let b = bin(delay_ns);
+        let c = self.candidates.smoothed(b);
+        if c <= 0.0 {
+            return 0.0;
+        }
+        ((c - self.null.smoothed(b)) / c).clamp(0.0, 1.0)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -213,6 +302,76 @@ mod tests {
         // One unit of parent weight per step, faded over 1000 steps, for 2000 steps.
         let expected = 1000.0 * (1.0 - (-2.0f64).exp());
         assert!((d.evidence() - expected).abs() < 10.0, "{}", d.evidence());
+    }
+
+    /// A busy node: requests arrive at random, 5 a millisecond, and each causes a call 1.5-2.5 ms
+    /// later; answers arrive as often, on their own, and cause nothing. Every candidate within 10 ms counts,
+    /// at each call and at a time 50 ms earlier.
+    #[test]
+    fn the_excess_over_the_null_finds_the_parents_delay_and_the_type_that_is_never_parent() {
+        let mut x = 99u64;
+        let mut next = || {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) as f64 / (1u64 << 31) as f64
+        };
+        let (mut requests, mut answers, mut calls) = (Vec::new(), Vec::new(), Vec::new());
+        let mut t = 0.0;
+        while t < 4e9 {
+            t += -(1.0 - next()).ln() * 200_000.0;
+            requests.push(t);
+            calls.push(t + 1_500_000.0 + next() * 1_000_000.0);
+        }
+        let mut t = 0.0;
+        while t < 4e9 {
+            t += -(1.0 - next()).ln() * 200_000.0;
+            answers.push(t);
+        }
+        calls.sort_by(f64::total_cmp);
+        let (mut request, mut answer) = (CausalDensity::new(5000.0), CausalDensity::new(5000.0));
+        let within = |list: &[f64], at: f64| -> Vec<f64> {
+            list.iter()
+                .filter(|&&r| r <= at && at - r < 10_000_000.0)
+                .map(|r| at - r)
+                .collect()
+        };
+        for (i, &c) in calls.iter().enumerate().filter(|(_, c)| **c > 1e8) {
+            for d in within(&requests, c) {
+                request.add_candidate(d, 1.0);
+            }
+            for d in within(&requests, c - 5e7) {
+                request.add_null(d, 1.0);
+            }
+            for d in within(&answers, c) {
+                answer.add_candidate(d, 1.0);
+            }
+            for d in within(&answers, c - 5e7) {
+                answer.add_null(d, 1.0);
+            }
+            request.step(i as u64);
+            answer.step(i as u64);
+        }
+        let at = |d: &CausalDensity, ms: f64| d.probability(ms * 1e6);
+        // Where parents are (1.5-2.5 ms), a bin 5% wide holds 0.1 parents and 0.5 other
+        // requests: a request there is the parent with probability 1/6.
+        for ms in [1.8, 2.0, 2.2] {
+            let p = at(&request, ms);
+            assert!(p > 0.12 && p < 0.22, "{ms} ms: {p}");
+        }
+        for ms in [0.3, 0.5, 4.0, 6.0] {
+            assert!(at(&request, ms) < 0.03, "{ms} ms: {}", at(&request, ms));
+        }
+        for ms in [0.5, 2.0, 6.0] {
+            assert!(at(&answer, ms) < 0.03, "{ms} ms: {}", at(&answer, ms));
+        }
+        // Both were candidates of every call, faded over 5000.
+        let sends = 5000.0 * (1.0 - (-(calls.len() as f64 - 500.0) / 5000.0).exp());
+        assert!(
+            (request.samples() - sends).abs() < 0.05 * sends,
+            "{}",
+            request.samples()
+        );
     }
 
     #[test]

@@ -18,11 +18,16 @@
 //!   been caused by a message from its own receiver: B→A's candidates are the A→B messages A
 //!   sent within `x` before A received B→A, in A's clock (A→B→A). Messages a client sends are
 //!   spontaneous (clients start paths; see [`crate::ports`]).
-//! - **Delays learned** ([`DelayModel::Learned`], the default): a candidate weighs how
-//!   typical its delay is for its link type ([`DelayDensity`], Project 5's scoreboard refined
-//!   by the link probabilities), starting from WAP5's exponential while the type has little
-//!   evidence. The exponential prefers the most recent candidate; on a busy node the cause is
-//!   rarely the most recent message in.
+//! - **Delays learned** ([`DelayModel::Learned`], the default): a candidate weighs the
+//!   probability that a candidate of its link type with its delay is the parent
+//!   ([`CausalDensity`], Project 5's scoreboard against a null): every send is scanned twice,
+//!   at its time and at a time about `null_shift_ns` earlier where no send is, and how many more
+//!   candidates of a type lie at a delay at the send than at the shifted time is what the
+//!   parents add there. Nothing learned feeds back into the learning, so a busy node cannot
+//!   settle on a wrong delay (expectation-maximisation did, at Project 5's parallelism 45:
+//!   the most recent candidates), and a type that is often a candidate but never the parent
+//!   learns that. WAP5's exponential stands in while a type has few samples; it prefers the
+//!   most recent candidate, and on a busy node the cause is rarely the most recent message.
 //! - **Tasks** (beyond WAP5, for request/response connections; Project 5's nesting): a node
 //!   serves each request as a task: the request, the calls it makes for it and their answers
 //!   (an answer belongs to its call's task), and the reply. A message sent back on the
@@ -49,13 +54,14 @@
 //!   most likely option; at most `max_candidates` (the most recent) are kept.
 //! - **State**: per node, the arrivals of the last `x` plus the allowed lateness, and per
 //!   connection its send and receive times; per task its arrivals; per node pair the delay
-//!   estimate's buckets over `delay_window_ns`; per link type its delay densities (dropped
+//!   estimate's buckets over `delay_window_ns`; per link type its delay and gap densities (dropped
 //!   when the type is unseen for `delay_window_ns`); the endpoints' port evidence
 //!   ([`Ports`]), forgotten after `idle_ns`. All but the densities and ports are freed as the
 //!   frontier passes them by `2·(x + lateness)`. Memory follows the message rate times `x`,
 //!   never the length of the input.
 //! - **Cost**: per message, a hash, binary searches on its connection's sends and receives,
-//!   and a scan over the arrivals of its sender within `x` (at most `8 · max_candidates`).
+//!   and two scans over the arrivals of its sender within `x` (at most `8 · max_candidates`
+//!   each: at the send and at the null's time).
 //!   Each arrival carries its task and a copy of the task's reply time, so the scan passes
 //!   over answered tasks without a lookup; an open task costs a set insertion and a map
 //!   lookup or two. A reply looks at its task only; a reply's departure updates the copies on
@@ -73,7 +79,7 @@ use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::vec::Map;
 
-use crate::density::DelayDensity;
+use crate::density::{CausalDensity, DelayDensity};
 use crate::message::Message;
 use crate::ports::Ports;
 use crate::reorder::Reorder;
@@ -132,6 +138,10 @@ pub struct LinkConfig {
     /// A message is linked once the frontier is this far past its event time, so that its
     /// causes, whose event times carry their own senders' residual clock error, are in.
     pub order_slack_ns: Time,
+    /// How far into the past the null scan of each send is shifted ([`CausalDensity`]), on
+    /// average (each send's shift is spread over half to one and a half times this): longer
+    /// than most causal delays, short enough that the load is alike.
+    pub null_shift_ns: Time,
 }
 
 impl Default for LinkConfig {
@@ -148,6 +158,7 @@ impl Default for LinkConfig {
             idle_ns: 300_000_000_000,
             type_memory: 1000.0,
             order_slack_ns: 500_000_000,
+            null_shift_ns: 100_000_000,
         }
     }
 }
@@ -300,6 +311,11 @@ struct Linker {
     estimates: FastMap<(u64, u64), Estimate>,
     /// Learned delay densities per link type ([`link_type`]).
     densities: FastMap<u64, DelayDensity>,
+    /// Learned causal delays per link type, against the time-shifted null.
+    causal: FastMap<u64, CausalDensity>,
+    /// Per node: its first arrival still held (local time), so that the null scan, which
+    /// cannot see before it, is compared with what the scan at the send sees after it.
+    first_arrival: FastMap<u64, Time>,
     /// Per (node, connection): the node's sends on it, in its clock, with the task each
     /// belongs to.
     sends: FastMap<(u64, u64), ConnLog<Option<u64>>>,
@@ -310,7 +326,7 @@ struct Linker {
     tasks: FastMap<u64, Task>,
     /// Arrivals that are the most likely cause of a send: how many sends, and the event time
     /// of the newest.
-    caused: FastMap<u64, (u32, Time)>,
+    caused: FastMap<u64, (u32, Time, Time)>,
     /// Scratch: the tasks met in one scan of arrivals.
     seen_tasks: FastSet<u64>,
     ports: Ports,
@@ -388,6 +404,34 @@ struct Task {
     arrivals: Vec<(Time, u64, u64, bool)>,
 }
 
+/// Project 5's overlapping-child penalty: `1/(n + 1)²` for an arrival that is the most likely
+/// cause of `n` sends already (of those before `before_event`, if given: the first's event
+/// time is what is known).
+fn penalty(caused: &FastMap<u64, (u32, Time, Time)>, id: u64, before_event: Option<Time>) -> f64 {
+    match caused.get(&id) {
+        Some(&(_, first, _)) if before_event.is_some_and(|b| first >= b) => 1.0,
+        Some(&(n, _, _)) => 1.0 / f64::from(n + 1).powi(2),
+        None => 1.0,
+    }
+}
+
+/// A send as a scan for its candidate parents sees it ([`Linker::scan`]).
+#[derive(Clone, Copy)]
+struct Scan {
+    /// Its send time (or, for the time-shifted null, that time shifted).
+    at: Time,
+    id: u64,
+    from: u64,
+    child_to: u64,
+    only_from: Option<u64>,
+    callee: bool,
+    /// When its answer came back.
+    nested_until: Option<Time>,
+    calls_back: Option<u64>,
+    /// For the null: sends caused at or after this event time are not known yet.
+    before_event: Option<Time>,
+}
+
 /// A candidate parent as `link` weighs it.
 struct Candidate {
     id: u64,
@@ -462,6 +506,8 @@ impl Linker {
                 add_arrival(&mut task.arrivals, entry);
             }
         }
+        let first = self.first_arrival.entry(a.to).or_insert(a.local_ns);
+        *first = (*first).min(a.local_ns);
         let list = if a.one_sided {
             self.one_sided.entry(a.to).or_default()
         } else {
@@ -502,6 +548,9 @@ impl Linker {
                 !list.is_empty()
             });
         }
+        let (inbound, one_sided) = (&self.inbound, &self.one_sided);
+        self.first_arrival
+            .retain(|node, _| inbound.contains_key(node) || one_sided.contains_key(node));
         self.sends.retain(|_, log| {
             log.trim(keep);
             log.newest_event_ns >= before
@@ -511,7 +560,7 @@ impl Linker {
             log.newest_event_ns >= before
         });
         self.tasks.retain(|_, t| t.event_ns >= before);
-        self.caused.retain(|_, c| c.1 >= before);
+        self.caused.retain(|_, c| c.2 >= before);
         let window = self.config.delay_window_ns;
         self.estimates.retain(|_, e| {
             e.buckets
@@ -519,6 +568,8 @@ impl Linker {
                 .is_some_and(|b| b.0.saturating_add(window) > now)
         });
         self.densities
+            .retain(|_, d| d.last_ns.saturating_add(window) > now);
+        self.causal
             .retain(|_, d| d.last_ns.saturating_add(window) > now);
         if now.saturating_sub(self.last_expiry) >= 10_000_000_000 {
             self.ports.expire(now.saturating_sub(self.config.idle_ns));
@@ -605,12 +656,10 @@ impl Linker {
         if from_client {
             return root(m);
         }
-        let x = self.config.max_delay_ns;
         let conn = end_key(&m.src_endpoint, &m.dst_endpoint);
-        let cap = self.config.max_candidates.max(1) * 8;
-        let (at, list, only_from) = match (m.send_ns, m.recv_ns) {
-            (Some(s), _) => (s, self.inbound.get(&from), None),
-            (None, Some(r)) => (r, self.one_sided.get(&from), Some(to)),
+        let (at, only_from) = match (m.send_ns, m.recv_ns) {
+            (Some(s), _) => (s, None),
+            (None, Some(r)) => (r, Some(to)),
             (None, None) => return root(m),
         };
         // Beyond WAP5, for request/response connections. A node serves a request as a
@@ -646,11 +695,10 @@ impl Linker {
         // client's next request would otherwise nest in the server's open requests.
         let calls_back = (from == to && !callee).then(|| endpoint_key(&m.dst_endpoint));
         let mut candidates: Vec<Candidate> = Vec::new();
-        let penalty = |caused: &FastMap<u64, (u32, Time)>, id: u64| {
-            caused
-                .get(&id)
-                .map_or(1.0, |&(n, _)| 1.0 / f64::from(n + 1).powi(2))
-        };
+        let mut null: Vec<Candidate> = Vec::new();
+        // The longest delay both scans could see.
+        let mut seen_back: Time = 0;
+        let learned = self.config.model == DelayModel::Learned;
         if let Some(t) = answers {
             // A reply: the latest message of its task.
             let latest = self.tasks.get(&t).and_then(|task| {
@@ -664,68 +712,41 @@ impl Linker {
                     kind: link_type(kind_from, request, from, child_to, true),
                     task: Some(t),
                     gap: None,
-                    weight: penalty(&self.caused, pid),
+                    weight: penalty(&self.caused, pid, None),
                 });
             }
-        } else if let Some(list) = list {
-            // Arrivals before the send, most recent first.
-            let end = list.partition_point(|a| a.local_ns <= at);
-            let mut seen_tasks = std::mem::take(&mut self.seen_tasks);
-            seen_tasks.clear();
-            for a in list.range(..end).rev().take(cap) {
-                if at - a.local_ns > x {
-                    break;
-                }
-                if only_from.is_some_and(|f| a.from != f) || a.id == id {
-                    continue;
-                }
-                let task = if only_from.is_none() { a.task } else { None };
-                // Answered before this send or before the call's own answer came.
-                let answered = |r: Time| r < at || nested_until.is_some_and(|n| r < n.0);
-                if task.is_some() && a.reply_ns.is_some_and(answered) {
-                    // So are the task's earlier arrivals: skipping them all is what the
-                    // check below does.
-                    continue;
-                }
-                let mut weight = 1.0;
-                let mut reply = None;
-                if let Some(t) = task {
-                    if !seen_tasks.insert(t) {
-                        // Not the latest message of its task.
-                        continue;
-                    }
-                    let open = self.tasks.get(&t);
-                    reply = open.and_then(|o| o.reply_ns);
-                    if reply.is_some_and(answered)
-                        || open.is_some_and(|o| Some(o.served) == calls_back)
-                    {
-                        continue;
-                    }
-                } else if only_from.is_none() {
-                    if !callee {
-                        // A call is made for a task. An answer that belongs to none answered
-                        // a call that started a path itself: what a client does next (a
-                        // client process on a server's host, as on loopback), not a cause.
-                        continue;
-                    }
-                    // A message to an ephemeral port that answers nothing: its thread of work
-                    // is unknown, and such messages would otherwise stay candidates for as
-                    // long as `x`.
-                    weight *= TASKLESS;
-                }
-                weight *= penalty(&self.caused, a.id);
-                candidates.push(Candidate {
-                    id: a.id,
-                    delay: at - a.local_ns,
-                    kind: link_type(a.kind_from, a.request, from, child_to, false),
-                    task,
-                    gap: nested_until
-                        .zip(reply)
-                        .and_then(|(n, r)| r.checked_sub(n.0)),
-                    weight,
-                });
+        } else {
+            let scan = Scan {
+                at,
+                id,
+                from,
+                child_to,
+                only_from,
+                callee,
+                nested_until: nested_until.map(|n| n.0),
+                calls_back,
+                before_event: None,
+            };
+            self.scan(&scan, &mut candidates);
+            // The same scan at a time shifted into the past, where no send is: what a
+            // candidate of each type looks like when it is not the parent.
+            // Spread over half to one and a half times `null_shift_ns` by the message's id,
+            // so that a workload periodic in about the shift does not look caused.
+            let shift = self.config.null_shift_ns / 2
+                + ((u128::from(self.config.null_shift_ns) * u128::from(id)) >> 64) as Time;
+            let first = self.first_arrival.get(&from).copied().unwrap_or(at);
+            if learned && at > shift && m.event_ns > shift {
+                // Only delays the null could have seen are compared.
+                seen_back = (at - shift).saturating_sub(first);
+                let null_scan = Scan {
+                    at: at - shift,
+                    nested_until: scan.nested_until.map(|n| n.saturating_sub(shift)),
+                    before_event: Some(m.event_ns - shift),
+                    ..scan
+                };
+                self.scan(&null_scan, &mut null);
+                null.truncate(self.config.max_candidates.max(1));
             }
-            self.seen_tasks = seen_tasks;
         }
         let window = self.config.delay_window_ns;
         let width = (window / 8).max(1);
@@ -743,22 +764,23 @@ impl Linker {
         };
         let d = d.max(1_000.0);
         let y = self.config.spontaneous_factor;
-        let learned = self.config.model == DelayModel::Learned;
         // WAP5's exponential only counts recent candidates; a learned density may put the
         // typical delay well past its horizon.
         let horizon = if learned { f64::MAX } else { d * (y + 7.0) };
         candidates.retain(|c| answers.is_some() || (c.delay as f64) <= horizon);
         candidates.truncate(self.config.max_candidates.max(1));
         const LEARNING: f64 = 50.0;
+        let structural: Vec<f64> = candidates.iter().map(|c| c.weight).collect();
         // Each candidate's weight under the learned model alone (1 while its type has no
         // density yet), for learning.
         let mut learned_weights: Vec<f64> = Vec::with_capacity(candidates.len());
         for c in &mut candidates {
             let exponential = (-(c.delay as f64) / d).exp();
-            let (model, own) = match self.densities.get(&c.kind) {
+            // WAP5's exponential while the type has few samples.
+            let (model, own) = match self.causal.get(&c.kind) {
                 Some(density) if learned => {
-                    let e = density.evidence();
-                    let r = density.relative(c.delay as f64);
+                    let e = density.samples();
+                    let r = density.probability(c.delay as f64);
                     ((e * r + LEARNING * exponential) / (e + LEARNING), r)
                 }
                 _ => (exponential, 1.0),
@@ -789,19 +811,44 @@ impl Linker {
             c.weight /= total;
         }
         let p_spont = spontaneous / total;
-        if learned && !candidates.is_empty() {
-            // Expectation-maximisation as the data streams: each candidate counts its
-            // probability under the learned model (all alike at first: Project 5's 1/N).
+        if learned && answers.is_none() {
+            // Each candidate's delay, and each of the null's, by its structural weight.
+            let memory = self.config.type_memory;
+            let mut kinds: Vec<u64> = Vec::with_capacity(candidates.len() + null.len());
+            for (c, w) in candidates.iter().zip(&structural) {
+                if c.delay > seen_back {
+                    continue;
+                }
+                self.causal
+                    .entry(c.kind)
+                    .or_insert_with(|| CausalDensity::new(memory))
+                    .add_candidate(c.delay as f64, *w);
+                kinds.push(c.kind);
+            }
+            for c in null.iter().filter(|c| c.delay <= seen_back) {
+                self.causal
+                    .entry(c.kind)
+                    .or_insert_with(|| CausalDensity::new(memory))
+                    .add_null(c.delay as f64, c.weight);
+                kinds.push(c.kind);
+            }
+            kinds.sort_unstable();
+            kinds.dedup();
+            for k in kinds {
+                if let Some(d) = self.causal.get_mut(&k) {
+                    d.step(m.event_ns);
+                }
+            }
+        }
+        if learned && candidates.iter().any(|c| c.gap.is_some()) {
+            // The gaps are learned by expectation-maximisation as the data streams: each
+            // candidate counts its probability under the learned model (all alike at first:
+            // Project 5's 1/N).
             let n = candidates.len() as f64;
             let sum: f64 = learned_weights.iter().sum();
             let memory = self.config.type_memory;
             for (c, w) in candidates.iter().zip(&learned_weights) {
-                let density = self
-                    .densities
-                    .entry(c.kind)
-                    .or_insert_with(|| DelayDensity::new(memory));
                 let p = if sum > 0.0 { w / sum } else { 1.0 / n };
-                density.add(c.delay as f64, p);
                 if let Some(g) = c.gap {
                     self.densities
                         .entry(gap_type(c.kind))
@@ -811,8 +858,7 @@ impl Linker {
             }
             let mut kinds: Vec<u64> = candidates
                 .iter()
-                .flat_map(|c| [Some(c.kind), c.gap.map(|_| gap_type(c.kind))])
-                .flatten()
+                .filter_map(|c| c.gap.map(|_| gap_type(c.kind)))
                 .collect();
             kinds.sort_unstable();
             kinds.dedup();
@@ -837,9 +883,9 @@ impl Linker {
         let task = answers.or_else(|| best.and_then(|c| c.task));
         let best = best.map(|c| c.id);
         if let Some(b) = best {
-            let e = self.caused.entry(b).or_insert((0, m.event_ns));
+            let e = self.caused.entry(b).or_insert((0, m.event_ns, m.event_ns));
             e.0 += 1;
-            e.1 = e.1.max(m.event_ns);
+            e.2 = e.2.max(m.event_ns);
         }
         self.set_task(from, conn, m.send_ns, task);
         let min = self.config.min_probability;
@@ -856,6 +902,87 @@ impl Linker {
             best,
             from_client,
         }
+    }
+
+    /// The candidate parents of a send at `scan.at` among its node's arrivals, most recent
+    /// first, each weighed by structure alone (penalties; not by delay).
+    fn scan(&mut self, scan: &Scan, candidates: &mut Vec<Candidate>) {
+        let Scan {
+            at,
+            id,
+            from,
+            child_to,
+            only_from,
+            callee,
+            nested_until,
+            calls_back,
+            before_event,
+        } = *scan;
+        let list = if only_from.is_some() {
+            self.one_sided.get(&from)
+        } else {
+            self.inbound.get(&from)
+        };
+        let Some(list) = list else {
+            return;
+        };
+        let x = self.config.max_delay_ns;
+        let cap = self.config.max_candidates.max(1) * 8;
+        // Arrivals before the send, most recent first.
+        let end = list.partition_point(|a| a.local_ns <= at);
+        let mut seen_tasks = std::mem::take(&mut self.seen_tasks);
+        seen_tasks.clear();
+        for a in list.range(..end).rev().take(cap) {
+            if at - a.local_ns > x {
+                break;
+            }
+            if only_from.is_some_and(|f| a.from != f) || a.id == id {
+                continue;
+            }
+            let task = if only_from.is_none() { a.task } else { None };
+            // Answered before this send or before the call's own answer came.
+            let answered = |r: Time| r < at || nested_until.is_some_and(|n| r < n);
+            if task.is_some() && a.reply_ns.is_some_and(answered) {
+                // So are the task's earlier arrivals: skipping them all is what the
+                // check below does.
+                continue;
+            }
+            let mut weight = 1.0;
+            let mut reply = None;
+            if let Some(t) = task {
+                if !seen_tasks.insert(t) {
+                    // Not the latest message of its task.
+                    continue;
+                }
+                let open = self.tasks.get(&t);
+                reply = open.and_then(|o| o.reply_ns);
+                if reply.is_some_and(answered) || open.is_some_and(|o| Some(o.served) == calls_back)
+                {
+                    continue;
+                }
+            } else if only_from.is_none() {
+                if !callee {
+                    // A call is made for a task. An answer that belongs to none answered
+                    // a call that started a path itself: what a client does next (a
+                    // client process on a server's host, as on loopback), not a cause.
+                    continue;
+                }
+                // A message to an ephemeral port that answers nothing: its thread of work
+                // is unknown, and such messages would otherwise stay candidates for as
+                // long as `x`.
+                weight *= TASKLESS;
+            }
+            weight *= penalty(&self.caused, a.id, before_event);
+            candidates.push(Candidate {
+                id: a.id,
+                delay: at - a.local_ns,
+                kind: link_type(a.kind_from, a.request, from, child_to, false),
+                task,
+                gap: nested_until.zip(reply).and_then(|(n, r)| r.checked_sub(n)),
+                weight,
+            });
+        }
+        self.seen_tasks = seen_tasks;
     }
 
     /// Records the task of the send by `node` on `conn` at `send`.
@@ -955,6 +1082,8 @@ impl<'scope> Link<'scope> for Stream<'scope, Time, Vec<Message>> {
                     estimates: FastMap::default(),
                     sends: FastMap::default(),
                     densities: FastMap::default(),
+                    causal: FastMap::default(),
+                    first_arrival: FastMap::default(),
                     tasks: FastMap::default(),
                     recvs: FastMap::default(),
                     caused: FastMap::default(),
