@@ -932,8 +932,10 @@ impl Linker {
         let end = list.partition_point(|a| a.local_ns <= at);
         let mut seen_tasks = std::mem::take(&mut self.seen_tasks);
         seen_tasks.clear();
+        let keep = self.config.max_candidates.max(1);
         for a in list.range(..end).rev().take(cap) {
-            if at - a.local_ns > x {
+            // Only the `max_candidates` most recent are kept.
+            if at - a.local_ns > x || candidates.len() >= keep {
                 break;
             }
             if only_from.is_some_and(|f| a.from != f) || a.id == id {
