@@ -140,13 +140,11 @@ impl DelayDensity {
     /// Ends one child's values: the next count a little more than these (fading).
     pub fn step(&mut self, t: u64) {
         self.last_ns = t;
-        self.increment /= self.fade;
-        if self.increment > 1e12 {
-            let s = 1.0 / self.increment;
-            self.parents.scale(s);
-            self.candidates.scale(s);
-            self.increment = 1.0;
-        }
+        fade(
+            &mut self.increment,
+            self.fade,
+            [&mut self.parents, &mut self.candidates],
+        );
         self.since_refresh += 1;
         if self.since_refresh >= 64 || self.peak == 0.0 {
             self.refresh();
@@ -171,6 +169,19 @@ impl DelayDensity {
             return 0.0;
         }
         (self.ratio(bin(delay_ns)) / self.peak).min(1.0)
+    }
+}
+
+/// One step of fading: later values count `1/fade` times more (by `increment`); both
+/// histograms are rescaled before the increment grows too large.
+fn fade(increment: &mut f64, fade: f64, histograms: [&mut Histogram; 2]) {
+    *increment /= fade;
+    if *increment > 1e12 {
+        let s = 1.0 / *increment;
+        for h in histograms {
+            h.scale(s);
+        }
+        *increment = 1.0;
     }
 }
 
@@ -239,13 +250,11 @@ impl CausalDensity {
     pub fn step(&mut self, t: u64) {
         self.last_ns = t;
         self.sends = self.sends * self.fade + 1.0;
-        self.increment /= self.fade;
-        if self.increment > 1e12 {
-            let s = 1.0 / self.increment;
-            self.candidates.scale(s);
-            self.null.scale(s);
-            self.increment = 1.0;
-        }
+        fade(
+            &mut self.increment,
+            self.fade,
+            [&mut self.candidates, &mut self.null],
+        );
     }
 
     /// The probability that a candidate of this type with delay `delay_ns` is the parent:

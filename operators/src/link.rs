@@ -106,8 +106,9 @@ pub enum DelayEstimate {
 pub enum DelayModel {
     /// WAP5: `e^(−delay/d)`, `d` the node pair's mean causal delay.
     Exponential,
-    /// The delay's density in the learned distribution of its link type ([`DelayDensity`]),
-    /// starting from WAP5's exponential while the type has little evidence.
+    /// The probability that a candidate of its link type with its delay is the parent, learned
+    /// against a time-shifted null ([`CausalDensity`]), starting from WAP5's exponential while
+    /// the type has few samples.
     #[default]
     Learned,
 }
@@ -309,7 +310,7 @@ struct Linker {
     inbound: FastMap<u64, VecDeque<Arrived>>,
     one_sided: FastMap<u64, VecDeque<Arrived>>,
     estimates: FastMap<(u64, u64), Estimate>,
-    /// Learned delay densities per link type ([`link_type`]).
+    /// Learned gaps (a call's answer to its task's reply) per link type ([`gap_type`]).
     densities: FastMap<u64, DelayDensity>,
     /// Learned causal delays per link type, against the time-shifted null.
     causal: FastMap<u64, CausalDensity>,
