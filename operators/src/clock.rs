@@ -216,21 +216,42 @@ pub fn sample_of(m: &Message) -> Option<DelaySample> {
 
 /// Extension trait: delay samples of messages that carry both timestamps.
 pub trait MessageSamples<'scope> {
-    /// One sample per message with both sides observed in different domains.
-    fn delay_samples(self) -> Stream<'scope, Time, Vec<DelaySample>>;
+    /// The messages, passed on unchanged (their batches moved, not copied), and one sample
+    /// per message with both sides observed in different domains.
+    fn delay_samples(
+        self,
+    ) -> (
+        Stream<'scope, Time, Vec<Message>>,
+        Stream<'scope, Time, Vec<DelaySample>>,
+    );
 }
 
 impl<'scope> MessageSamples<'scope> for Stream<'scope, Time, Vec<Message>> {
-    fn delay_samples(self) -> Stream<'scope, Time, Vec<DelaySample>> {
-        self.unary(Pipeline, "clock.samples", |_cap, _info| {
-            move |input, output| {
+    fn delay_samples(
+        self,
+    ) -> (
+        Stream<'scope, Time, Vec<Message>>,
+        Stream<'scope, Time, Vec<DelaySample>>,
+    ) {
+        let mut builder = OperatorBuilder::new("clock.samples".to_owned(), self.scope());
+        let mut input = builder.new_input(self, Pipeline);
+        let (messages_out, messages) = builder.new_output::<Vec<Message>>();
+        let (samples_out, samples) = builder.new_output::<Vec<DelaySample>>();
+        let mut messages_out = OutputBuilder::from(messages_out);
+        let mut samples_out = OutputBuilder::from(samples_out);
+        builder.build(move |_capabilities| {
+            move |_frontiers| {
+                let mut messages_out = messages_out.activate();
+                let mut samples_out = samples_out.activate();
                 input.for_each(|cap, batch| {
-                    output
+                    samples_out
                         .session(&cap)
                         .give_iterator(batch.iter().filter_map(sample_of));
+                    messages_out.session(&cap).give_container(batch);
                 });
             }
-        })
+        });
+        (messages, samples)
     }
 }
 

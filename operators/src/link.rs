@@ -1052,29 +1052,51 @@ pub trait Link<'scope> {
     fn link(self, config: LinkConfig) -> Stream<'scope, Time, Vec<Linked>>;
 }
 
+/// What `link` takes in, exchanged by node: a message as a child, to its sender's worker, and
+/// as an arrival (a possible parent), to its receiver's.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+enum LinkInput {
+    /// A message to link: its sender's [`node_key`], its [`message_id`], the message.
+    Child(u64, u64, Message),
+    /// A message as a possible parent.
+    Arrival(Arrival),
+}
+
+impl LinkInput {
+    fn node(&self) -> u64 {
+        match self {
+            LinkInput::Child(from, _, _) => *from,
+            LinkInput::Arrival(a) => a.to,
+        }
+    }
+}
+
 impl<'scope> Link<'scope> for Stream<'scope, Time, Vec<Message>> {
     fn link(self, config: LinkConfig) -> Stream<'scope, Time, Vec<Linked>> {
-        let arrivals = self.clone().flat_map(|m| {
+        // One stream of both roles, so that a message is moved, not copied, to its child role.
+        let inputs = self.flat_map(|m| {
+            let id = message_id(&m);
             let one_sided = m.recv_ns.is_none();
-            m.recv_ns.or(m.send_ns).map(|local_ns| Arrival {
-                id: message_id(&m),
-                to: node_key(&m.dst),
-                from: node_key(&m.src),
-                local_ns,
-                event_ns: m.event_ns,
-                one_sided,
-                conn: end_key(&m.dst_endpoint, &m.src_endpoint),
-                request: false,
-                kind_from: 0,
-                src_endpoint: m.src_endpoint.clone(),
-                dst_endpoint: m.dst_endpoint.clone(),
-            })
+            let arrival = m.recv_ns.or(m.send_ns).map(|local_ns| {
+                LinkInput::Arrival(Arrival {
+                    id,
+                    to: node_key(&m.dst),
+                    from: node_key(&m.src),
+                    local_ns,
+                    event_ns: m.event_ns,
+                    one_sided,
+                    conn: end_key(&m.dst_endpoint, &m.src_endpoint),
+                    request: false,
+                    kind_from: 0,
+                    src_endpoint: m.src_endpoint.clone(),
+                    dst_endpoint: m.dst_endpoint.clone(),
+                })
+            });
+            let child = LinkInput::Child(node_key(&m.src), id, m);
+            arrival.into_iter().chain(std::iter::once(child))
         });
-        let children = self.map(|m| (node_key(&m.src), message_id(&m), m));
-        children.binary_frontier(
-            arrivals,
-            Exchange::new(|c: &(u64, u64, Message)| c.0),
-            Exchange::new(|a: &Arrival| a.to),
+        inputs.unary_frontier(
+            Exchange::new(|i: &LinkInput| i.node()),
             "link",
             move |cap, _info| {
                 let mut held = Some(cap);
@@ -1099,33 +1121,27 @@ impl<'scope> Link<'scope> for Stream<'scope, Time, Vec<Message>> {
                 // The sends themselves, known as early as the arrivals: (node, connection,
                 // send time).
                 let mut waiting_departures: Reorder<(u64, u64, Time, Time)> = Reorder::default();
-                move |(children, children_frontier), (arrivals, arrivals_frontier), output| {
-                    children.for_each(|_cap, batch| {
-                        for (from, id, m) in batch.drain(..) {
-                            if let Some(s) = m.send_ns {
-                                let conn = end_key(&m.src_endpoint, &m.dst_endpoint);
-                                waiting_departures.push(
-                                    m.event_ns,
-                                    id,
-                                    (from, conn, s, m.event_ns),
-                                );
+                move |(input, frontier), output| {
+                    input.for_each(|_cap, batch| {
+                        for i in batch.drain(..) {
+                            match i {
+                                LinkInput::Child(from, id, m) => {
+                                    if let Some(s) = m.send_ns {
+                                        let conn = end_key(&m.src_endpoint, &m.dst_endpoint);
+                                        waiting_departures.push(
+                                            m.event_ns,
+                                            id,
+                                            (from, conn, s, m.event_ns),
+                                        );
+                                    }
+                                    waiting_children.push(m.event_ns, id, m);
+                                }
+                                LinkInput::Arrival(a) => waiting_arrivals.push(a.event_ns, a.id, a),
                             }
-                            waiting_children.push(m.event_ns, id, m);
-                        }
-                    });
-                    arrivals.for_each(|_cap, batch| {
-                        for a in batch.drain(..) {
-                            waiting_arrivals.push(a.event_ns, a.id, a);
                         }
                     });
                     let Some(cap) = held.as_mut() else { return };
-                    let now = [
-                        children_frontier.frontier().iter().next().copied(),
-                        arrivals_frontier.frontier().iter().next().copied(),
-                    ]
-                    .into_iter()
-                    .flatten()
-                    .min();
+                    let now = frontier.frontier().iter().next().copied();
                     // Children wait `order_slack_ns` longer than arrivals. Both are taken in
                     // one order, an arrival at `t` as if at `t - slack`, so that what a child
                     // sees (arrivals, port evidence) does not depend on how the frontier moved.
