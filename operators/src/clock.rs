@@ -38,7 +38,8 @@
 //! the drift) while the window holds evidence. Every output depends only on the data, not on
 //! how the work was spread over workers or how the frontier moved.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 use std::sync::Arc;
 
 use causeway_sources::{Alignment, Time};
@@ -51,6 +52,7 @@ use timely::dataflow::operators::vec::Broadcast;
 
 use crate::domain::Domain;
 use crate::message::Message;
+use crate::reorder::Reorder;
 
 /// Width of the estimation buckets: one second.
 const BUCKET_NS: Time = 1_000_000_000;
@@ -875,6 +877,41 @@ fn corrected(
     Some(raw.saturating_add_signed(-(offset.round() as i64)))
 }
 
+/// A multiset of times that tells its smallest: a min-heap with deletions applied lazily
+/// (a removed time is remembered until it reaches the top). O(log n) per insertion and
+/// removal, in two contiguous heaps.
+#[derive(Debug, Default)]
+struct MinTimes {
+    held: BinaryHeap<Reverse<Time>>,
+    removed: BinaryHeap<Reverse<Time>>,
+}
+
+impl MinTimes {
+    fn insert(&mut self, t: Time) {
+        self.held.push(Reverse(t));
+    }
+
+    /// Removes one occurrence of `t`, which must be held.
+    fn remove(&mut self, t: Time) {
+        self.removed.push(Reverse(t));
+        self.settle();
+    }
+
+    fn settle(&mut self) {
+        while let (Some(h), Some(r)) = (self.held.peek(), self.removed.peek()) {
+            if h != r {
+                break;
+            }
+            self.held.pop();
+            self.removed.pop();
+        }
+    }
+
+    fn min(&self) -> Option<Time> {
+        self.held.peek().map(|r| r.0)
+    }
+}
+
 impl<'scope> Correct<'scope> for Stream<'scope, Time, Vec<Message>> {
     fn correct(
         self,
@@ -891,11 +928,13 @@ impl<'scope> Correct<'scope> for Stream<'scope, Time, Vec<Message>> {
             move |cap, _info| {
                 let mut held = Some(cap);
                 let mut history: History = History::default();
-                let mut waiting: BTreeMap<Time, Vec<Message>> = BTreeMap::new();
-                // The event times of the waiting messages (with multiplicity): the capability
-                // stays at the smallest, so that downstream operators, which order by event
-                // time, never get a message whose time their frontier has passed.
-                let mut times: BTreeMap<Time, u32> = BTreeMap::new();
+                // By the time each is due, then in arrival order.
+                let mut waiting: Reorder<Message> = Reorder::default();
+                let mut arrived: u64 = 0;
+                // The event times of the waiting messages: the capability stays at the
+                // smallest, so that downstream operators, which order by event time, never
+                // get a message whose time their frontier has passed.
+                let mut times = MinTimes::default();
                 let mut ready: Vec<Message> = Vec::new();
                 move |(messages, frontier), (estimates, est_frontier), output| {
                     messages.for_each(|cap, batch| {
@@ -912,8 +951,9 @@ impl<'scope> Correct<'scope> for Stream<'scope, Time, Vec<Message>> {
                                     .saturating_add(LOOK_AHEAD_NS)
                                     .saturating_add(lateness_ns),
                             );
-                            *times.entry(m.event_ns).or_default() += 1;
-                            waiting.entry(due).or_default().push(m);
+                            times.insert(m.event_ns);
+                            waiting.push(due, arrived, m);
+                            arrived += 1;
                         }
                     });
                     estimates.for_each(|_cap, batch| {
@@ -931,24 +971,14 @@ impl<'scope> Correct<'scope> for Stream<'scope, Time, Vec<Message>> {
                         m.recv_corrected_ns = m.recv_ns;
                         session.give(m);
                     }
-                    while let Some(entry) = waiting.first_entry() {
-                        if est_now.is_some_and(|e| *entry.key() >= e) {
-                            break;
-                        }
-                        for mut m in entry.remove() {
-                            let at = m.event_ns;
-                            if let Some(n) = times.get_mut(&at) {
-                                *n -= 1;
-                                if *n == 0 {
-                                    times.remove(&at);
-                                }
-                            }
-                            m.send_corrected_ns =
-                                corrected(m.send_ns, &m.send_domain, at, &history, &alignment);
-                            m.recv_corrected_ns =
-                                corrected(m.recv_ns, &m.recv_domain, at, &history, &alignment);
-                            session.give(m);
-                        }
+                    while let Some((_, _, mut m)) = waiting.pop_before(est_now) {
+                        let at = m.event_ns;
+                        times.remove(at);
+                        m.send_corrected_ns =
+                            corrected(m.send_ns, &m.send_domain, at, &history, &alignment);
+                        m.recv_corrected_ns =
+                            corrected(m.recv_ns, &m.recv_domain, at, &history, &alignment);
+                        session.give(m);
                     }
                     drop(session);
                     // Messages reach this operator within the reconcile and nat windows of their
@@ -963,7 +993,7 @@ impl<'scope> Correct<'scope> for Stream<'scope, Time, Vec<Message>> {
                         }
                     }
                     let both = [frontier.frontier().iter().next().copied(), est_now];
-                    let lowest = match (both[0], times.first_key_value().map(|(t, _)| *t)) {
+                    let lowest = match (both[0], times.min()) {
                         (Some(f), Some(w)) => Some(f.min(w)),
                         (f, w) => f.or(w),
                     };

@@ -332,7 +332,12 @@ struct Linker {
     seen_tasks: FastSet<u64>,
     ports: Ports,
     last_expiry: Time,
+    /// When [`Linker::expire`] last swept the state.
+    last_sweep: Time,
 }
+
+/// How often, in event time, `link` sweeps what the frontier has passed.
+const SWEEP_NS: Time = 250_000_000;
 
 /// What a node sent or received on one connection, by its local time, with the event time
 /// of the newest entry. Local times are in the node's own clock, which may be far from the
@@ -535,6 +540,12 @@ impl Linker {
     }
 
     fn expire(&mut self, now: Time) {
+        // A sweep visits every connection and task held: once per `SWEEP_NS` of event time,
+        // not at every activation.
+        if now < self.last_sweep.saturating_add(SWEEP_NS) {
+            return;
+        }
+        self.last_sweep = now;
         let keep = self
             .config
             .max_delay_ns
@@ -1115,6 +1126,7 @@ impl<'scope> Link<'scope> for Stream<'scope, Time, Vec<Message>> {
                     seen_tasks: FastSet::default(),
                     ports: Ports::with_idle(config.idle_ns),
                     last_expiry: 0,
+                    last_sweep: 0,
                 };
                 let mut waiting_children: Reorder<Message> = Reorder::default();
                 let mut waiting_arrivals: Reorder<Arrival> = Reorder::default();
