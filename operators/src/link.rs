@@ -169,8 +169,8 @@ impl Default for LinkConfig {
 pub struct Linked {
     /// The message's id ([`message_id`]).
     pub id: u64,
-    /// The message.
-    pub message: Message,
+    /// The message, boxed: it is moved through two exchanges and two reorder buffers.
+    pub message: Box<Message>,
     /// Candidate parents (ids) and the probability of each link, most recent first.
     pub parents: Vec<(u64, Prob)>,
     /// Probability that the message was spontaneous (a root).
@@ -651,13 +651,13 @@ impl Linker {
         self.reply_of(task).is_some_and(|r| r < t)
     }
 
-    fn link(&mut self, id: u64, m: Message) -> Linked {
+    fn link(&mut self, id: u64, m: Box<Message>) -> Linked {
         let from = node_key(&m.src);
         let to = node_key(&m.dst);
         self.ports
             .observe(&m.src_endpoint, &m.dst_endpoint, from, to, m.event_ns);
         let from_client = self.ports.client(&m.src_endpoint, &m.dst_endpoint, from);
-        let root = |m: Message| Linked {
+        let root = |m: Box<Message>| Linked {
             id,
             message: m,
             parents: Vec::new(),
@@ -1068,7 +1068,7 @@ pub trait Link<'scope> {
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 enum LinkInput {
     /// A message to link: its sender's [`node_key`], its [`message_id`], the message.
-    Child(u64, u64, Message),
+    Child(u64, u64, Box<Message>),
     /// A message as a possible parent.
     Arrival(Arrival),
 }
@@ -1103,7 +1103,7 @@ impl<'scope> Link<'scope> for Stream<'scope, Time, Vec<Message>> {
                     dst_endpoint: m.dst_endpoint.clone(),
                 })
             });
-            let child = LinkInput::Child(node_key(&m.src), id, m);
+            let child = LinkInput::Child(node_key(&m.src), id, Box::new(m));
             arrival.into_iter().chain(std::iter::once(child))
         });
         inputs.unary_frontier(
@@ -1128,7 +1128,7 @@ impl<'scope> Link<'scope> for Stream<'scope, Time, Vec<Message>> {
                     last_expiry: 0,
                     last_sweep: 0,
                 };
-                let mut waiting_children: Reorder<Message> = Reorder::default();
+                let mut waiting_children: Reorder<Box<Message>> = Reorder::default();
                 let mut waiting_arrivals: Reorder<Arrival> = Reorder::default();
                 // The sends themselves, known as early as the arrivals: (node, connection,
                 // send time).

@@ -338,7 +338,7 @@ pub enum PathRecord {
 }
 
 struct Entry {
-    m: Message,
+    m: Box<Message>,
     children: Vec<(u64, Prob)>,
     best: Option<u64>,
     spontaneous: Prob,

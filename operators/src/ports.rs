@@ -21,6 +21,8 @@
 
 use std::collections::HashMap;
 
+use std::hash::BuildHasher;
+
 use foldhash::fast::FixedState;
 
 use causeway_sources::{Address, Endpoint, Time};
@@ -30,8 +32,10 @@ pub const FIXED_PEERS: usize = 3;
 
 #[derive(Clone, Debug, Default)]
 struct Seen {
-    /// The first [`FIXED_PEERS`] distinct peers, inline (no allocation per endpoint).
-    peers: [Option<Endpoint>; FIXED_PEERS],
+    /// The first [`FIXED_PEERS`] distinct peers, inline (no allocation per endpoint), as
+    /// hashes ([`peer_key`]; 0 for none): a third of the table's bytes the endpoints
+    /// themselves took.
+    peers: [u64; FIXED_PEERS],
     last_ns: Time,
     /// Whether its first message (since it was last forgotten) came to it: the side that
     /// is spoken to first is the server's.
@@ -40,8 +44,13 @@ struct Seen {
 
 impl Seen {
     fn len(&self) -> usize {
-        self.peers.iter().take_while(|p| p.is_some()).count()
+        self.peers.iter().take_while(|p| **p != 0).count()
     }
+}
+
+/// A peer endpoint as [`Seen`] remembers it: a hash, never 0.
+fn peer_key(e: &Endpoint) -> u64 {
+    FixedState::with_seed(0x7065_6572).hash_one(e).max(1)
 }
 
 /// Learns fixed ports and server nodes from messages.
@@ -104,10 +113,13 @@ impl Ports {
         }
         seen.last_ns = seen.last_ns.max(t);
         let n = seen.len();
-        if n < FIXED_PEERS && !seen.peers[..n].contains(&Some(peer)) {
-            seen.peers[n] = Some(peer);
+        if n < FIXED_PEERS {
+            let peer = peer_key(&peer);
+            if !seen.peers[..n].contains(&peer) {
+                seen.peers[n] = peer;
+            }
         }
-        if seen.peers[FIXED_PEERS - 1].is_some() {
+        if seen.peers[FIXED_PEERS - 1] != 0 {
             let s = self.servers.entry(node).or_default();
             *s = (*s).max(t);
         }
