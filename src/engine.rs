@@ -378,7 +378,8 @@ pub fn run(
                     .reconcile(job.reconcile, merger);
                 counts.push(reconciled);
                 let (messages, mappings) = messages.nat(facts, Arc::clone(&job.names), job.nat);
-                let (from_rows, row_samples) = rows.messages(Arc::clone(&job.names)).delay_samples();
+                let (from_rows, row_samples) =
+                    rows.messages(Arc::clone(&job.names)).delay_samples();
                 let CallMessages {
                     messages: from_calls,
                     samples: call_samples,
@@ -389,8 +390,7 @@ pub fn run(
                     Arc::clone(&job.alignment),
                 );
                 counts.push(call_counts);
-                let samples =
-                    scope.concatenate([samples, call_samples, row_samples]);
+                let samples = scope.concatenate([samples, call_samples, row_samples]);
                 let (offsets, estimates) = samples
                     .delay_bounds(job.clock.lateness_ns)
                     .clock(job.clock.clone());

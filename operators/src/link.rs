@@ -79,11 +79,11 @@ use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::vec::Map;
 
+use crate::FastMap;
 use crate::density::{CausalDensity, DelayDensity};
 use crate::message::Message;
 use crate::ports::Ports;
 use crate::reorder::Reorder;
-use crate::{FastMap, FastSet};
 
 /// A probability in millionths.
 pub type Prob = u32;
@@ -234,7 +234,8 @@ pub struct Arrival {
     dst_endpoint: Address,
 }
 
-/// An arrival as a node's list holds it: what linking reads, without the endpoints.
+/// An arrival that belongs to no task (yet), as a node's list holds it: what linking reads,
+/// without the endpoints.
 #[derive(Clone, Copy, Debug)]
 struct Arrived {
     id: u64,
@@ -243,12 +244,53 @@ struct Arrived {
     event_ns: Time,
     request: bool,
     kind_from: u64,
-    /// The task it belongs to: its own for a request; for an answer, its call's, once the
-    /// call is linked.
-    task: Option<u64>,
-    /// A copy of its task's reply time, where [`Linker::depart`] or the request's insertion
-    /// set it: never earlier than the task's, so a scan may skip the arrival on it alone.
+}
+
+/// The tasks of one node that a scan may still find open: those not answered, and those
+/// answered less than [`NodeTasks::MARGIN_SHIFTS`] null shifts before the node's latest send
+/// (sends come in time order; the null scan looks back at most one and a half shifts).
+/// Compacted whenever the latest send has moved on by [`NodeTasks::COMPACT_NS`], so a
+/// scan visits what the node has in progress and has just finished, not what it received
+/// within `x`.
+#[derive(Debug, Default)]
+struct NodeTasks {
+    /// By the request's receive time.
+    list: VecDeque<TaskRef>,
+    /// The latest send (the node's clock) a scan was made for.
+    last_send: Time,
+    /// When the list was last compacted (the latest send then).
+    compacted: Time,
+}
+
+impl NodeTasks {
+    const MARGIN_SHIFTS: u64 = 2;
+    const COMPACT_NS: Time = 20_000_000;
+
+    /// Notes a send at `at` and drops the tasks no send from now on can find open.
+    fn advance(&mut self, at: Time, null_shift_ns: Time) {
+        self.last_send = self.last_send.max(at);
+        if self.last_send < self.compacted.saturating_add(Self::COMPACT_NS) {
+            return;
+        }
+        self.compacted = self.last_send;
+        let done = self
+            .last_send
+            .saturating_sub(null_shift_ns.saturating_mul(Self::MARGIN_SHIFTS));
+        self.list.retain(|t| t.reply_ns.is_none_or(|r| r >= done));
+    }
+}
+
+/// A task as its node's list of tasks holds it, by the request's receive time.
+#[derive(Clone, Copy, Debug)]
+struct TaskRef {
+    /// The request's receive time (the node's clock).
+    request_ns: Time,
+    /// The request's id, the task's key.
+    task: u64,
+    /// A copy of the task's reply time, kept current with it.
     reply_ns: Option<Time>,
+    /// The request's event time.
+    event_ns: Time,
 }
 
 /// Per node pair: buckets of delay sums over the sliding window.
@@ -307,7 +349,12 @@ impl Estimate {
 /// The linking state of one worker.
 struct Linker {
     config: LinkConfig,
-    inbound: FastMap<u64, VecDeque<Arrived>>,
+    /// Per node: the tasks it serves that a scan may still find open.
+    node_tasks: FastMap<u64, NodeTasks>,
+    /// Per node: the arrivals that belong to no task, by receive time (an answer leaves
+    /// when its call is linked to a task).
+    taskless: FastMap<u64, VecDeque<Arrived>>,
+    /// Arrivals whose sender side alone was observed, by the sender's send time.
     one_sided: FastMap<u64, VecDeque<Arrived>>,
     estimates: FastMap<(u64, u64), Estimate>,
     /// Learned gaps (a call's answer to its task's reply) per link type ([`gap_type`]).
@@ -321,15 +368,13 @@ struct Linker {
     /// belongs to.
     sends: FastMap<(u64, u64), ConnLog<Option<u64>>>,
     /// Per (node, connection): the arrivals on it (receive time in the node's clock, id,
-    /// whether a request).
-    recvs: FastMap<(u64, u64), ConnLog<(u64, bool)>>,
+    /// whether a request, the sender as link types name it).
+    recvs: FastMap<(u64, u64), ConnLog<(u64, bool, u64)>>,
     /// Tasks: the requests a node serves, by the request's id.
     tasks: FastMap<u64, Task>,
     /// Arrivals that are the most likely cause of a send: how many sends, and the event time
     /// of the newest.
     caused: FastMap<u64, (u32, Time, Time)>,
-    /// Scratch: the tasks met in one scan of arrivals.
-    seen_tasks: FastSet<u64>,
     ports: Ports,
     last_expiry: Time,
     /// When [`Linker::expire`] last swept the state.
@@ -477,66 +522,64 @@ impl Linker {
         } else {
             a.from
         };
-        let mut task = None;
-        let mut reply_ns = None;
-        if !a.one_sided {
-            self.recvs.entry((a.to, a.conn)).or_default().insert(
-                a.local_ns,
-                a.event_ns,
-                (a.id, a.request),
-            );
-            let entry = (a.local_ns, a.id, a.kind_from, a.request);
-            task = if a.request {
-                Some(a.id)
-            } else {
-                self.send_before(a.to, a.conn, a.local_ns).and_then(|s| s.1)
-            };
-            if a.request {
-                reply_ns = self
-                    .sends
-                    .get(&(a.to, a.conn))
-                    .and_then(|log| log.after(a.local_ns))
-                    .map(|s| s.0);
-                self.tasks.insert(
-                    a.id,
-                    Task {
-                        event_ns: a.event_ns,
-                        reply_ns,
-                        served: endpoint_key(&a.dst_endpoint),
-                        arrivals: vec![entry],
-                    },
-                );
-            } else if let Some(task) = task.and_then(|t| self.tasks.get_mut(&t)) {
-                reply_ns = task.reply_ns;
-                // The answer to a call linked already.
-                add_arrival(&mut task.arrivals, entry);
-            }
-        }
         let first = self.first_arrival.entry(a.to).or_insert(a.local_ns);
         *first = (*first).min(a.local_ns);
-        let list = if a.one_sided {
-            self.one_sided.entry(a.to).or_default()
-        } else {
-            self.inbound.entry(a.to).or_default()
+        let arrived = Arrived {
+            id: a.id,
+            from: a.from,
+            local_ns: a.local_ns,
+            event_ns: a.event_ns,
+            request: a.request,
+            kind_from: a.kind_from,
         };
-        // Mostly in order: insert from the back.
-        let mut i = list.len();
-        while i > 0 && list[i - 1].local_ns > a.local_ns {
-            i -= 1;
+        if a.one_sided {
+            insert_by_local(self.one_sided.entry(a.to).or_default(), arrived);
+            return;
         }
-        list.insert(
-            i,
-            Arrived {
-                id: a.id,
-                from: a.from,
-                local_ns: a.local_ns,
-                event_ns: a.event_ns,
-                request: a.request,
-                kind_from: a.kind_from,
-                task,
-                reply_ns,
-            },
+        self.recvs.entry((a.to, a.conn)).or_default().insert(
+            a.local_ns,
+            a.event_ns,
+            (a.id, a.request, a.kind_from),
         );
+        let entry = (a.local_ns, a.id, a.kind_from, a.request);
+        if a.request {
+            let reply_ns = self
+                .sends
+                .get(&(a.to, a.conn))
+                .and_then(|log| log.after(a.local_ns))
+                .map(|s| s.0);
+            self.tasks.insert(
+                a.id,
+                Task {
+                    event_ns: a.event_ns,
+                    reply_ns,
+                    served: endpoint_key(&a.dst_endpoint),
+                    arrivals: vec![entry],
+                },
+            );
+            let list = &mut self.node_tasks.entry(a.to).or_default().list;
+            let i = list.partition_point(|t| t.request_ns <= a.local_ns);
+            list.insert(
+                i,
+                TaskRef {
+                    request_ns: a.local_ns,
+                    task: a.id,
+                    reply_ns,
+                    event_ns: a.event_ns,
+                },
+            );
+            return;
+        }
+        // The answer to a call linked already joins the call's task; any other arrival
+        // waits for its call to be linked.
+        let task = self
+            .send_before(a.to, a.conn, a.local_ns)
+            .and_then(|s| s.1)
+            .and_then(|t| self.tasks.get_mut(&t));
+        match task {
+            Some(task) => add_arrival(&mut task.arrivals, entry),
+            None => insert_by_local(self.taskless.entry(a.to).or_default(), arrived),
+        }
     }
 
     fn expire(&mut self, now: Time) {
@@ -552,7 +595,7 @@ impl Linker {
             .saturating_add(self.config.lateness_ns)
             .saturating_mul(2);
         let before = now.saturating_sub(keep);
-        for map in [&mut self.inbound, &mut self.one_sided] {
+        for map in [&mut self.taskless, &mut self.one_sided] {
             map.retain(|_, list| {
                 while list.front().is_some_and(|a| a.event_ns < before) {
                     list.pop_front();
@@ -560,9 +603,16 @@ impl Linker {
                 !list.is_empty()
             });
         }
-        let (inbound, one_sided) = (&self.inbound, &self.one_sided);
-        self.first_arrival
-            .retain(|node, _| inbound.contains_key(node) || one_sided.contains_key(node));
+        self.node_tasks.retain(|_, tasks| {
+            tasks.list.retain(|t| t.event_ns >= before);
+            !tasks.list.is_empty()
+        });
+        let (node_tasks, taskless, one_sided) = (&self.node_tasks, &self.taskless, &self.one_sided);
+        self.first_arrival.retain(|node, _| {
+            node_tasks.contains_key(node)
+                || taskless.contains_key(node)
+                || one_sided.contains_key(node)
+        });
         self.sends.retain(|_, log| {
             log.trim(keep);
             log.newest_event_ns >= before
@@ -598,7 +648,7 @@ impl Linker {
         // This send replies to the requests on the connection since the previous send.
         if let Some(recvs) = self.recvs.get(&(node, conn)) {
             let end = recvs.entries.partition_point(|e| e.0 < send);
-            for &(local, (id, request)) in recvs.entries.range(..end).rev() {
+            for &(local, (id, request, _)) in recvs.entries.range(..end).rev() {
                 if previous.is_some_and(|p| local <= p) {
                     break;
                 }
@@ -609,13 +659,17 @@ impl Linker {
                     continue;
                 }
                 task.reply_ns = Some(send);
-                // The copies on the task's arrivals.
-                let Some(list) = self.inbound.get_mut(&node) else {
-                    continue;
-                };
-                for &(local, aid, _, _) in &task.arrivals {
-                    for a in arrived_mut(list, local, aid) {
-                        a.reply_ns = Some(send);
+                // The copy in the node's list of tasks.
+                if let Some(tasks) = self.node_tasks.get_mut(&node) {
+                    let i = tasks.list.partition_point(|t| t.request_ns < local);
+                    for t in tasks
+                        .list
+                        .range_mut(i..)
+                        .take_while(|t| t.request_ns == local)
+                    {
+                        if t.task == id {
+                            t.reply_ns = Some(send);
+                        }
                     }
                 }
             }
@@ -623,14 +677,14 @@ impl Linker {
     }
 
     /// The first arrival at `node` on `conn` after `t` (the answer to a call sent at `t`).
-    fn recv_after(&self, node: u64, conn: u64, t: Time) -> Option<(Time, u64, bool)> {
-        let (r, (id, request)) = self.recvs.get(&(node, conn))?.after(t)?;
-        Some((r, id, request))
+    fn recv_after(&self, node: u64, conn: u64, t: Time) -> Option<(Time, u64, bool, u64)> {
+        let (r, (id, request, kind_from)) = self.recvs.get(&(node, conn))?.after(t)?;
+        Some((r, id, request, kind_from))
     }
 
     /// The latest arrival at `node` on `conn` at or before `t`.
     fn recv_before(&self, node: u64, conn: u64, t: Time) -> Option<(Time, u64, bool)> {
-        let (r, (id, request)) = self.recvs.get(&(node, conn))?.before(t, true)?;
+        let (r, (id, request, _)) = self.recvs.get(&(node, conn))?.before(t, true)?;
         Some((r, id, request))
     }
 
@@ -674,6 +728,11 @@ impl Linker {
             (None, Some(r)) => (r, Some(to)),
             (None, None) => return root(m),
         };
+        if only_from.is_none() {
+            if let Some(tasks) = self.node_tasks.get_mut(&from) {
+                tasks.advance(at, self.config.null_shift_ns);
+            }
+        }
         // Beyond WAP5, for request/response connections. A node serves a request as a
         // *task*: the request, the calls the node makes for it and their answers, and the
         // reply. A message sent back on the connection that last brought a request in, with
@@ -918,6 +977,13 @@ impl Linker {
 
     /// The candidate parents of a send at `scan.at` among its node's arrivals, most recent
     /// first, each weighed by structure alone (penalties; not by delay).
+    ///
+    /// A two-sided send's candidates are the latest arrival (at or before the send) of each
+    /// task of its node that is open (not answered before the send, nor before the send's
+    /// own answer came back), and for a send to a fixed port, the arrivals that belong to no
+    /// task. The node's list of tasks holds those still open and those answered shortly
+    /// before its latest send, so a scan costs what the node has in progress, not what it
+    /// received within `x`.
     fn scan(&mut self, scan: &Scan, candidates: &mut Vec<Candidate>) {
         let Scan {
             at,
@@ -930,73 +996,99 @@ impl Linker {
             calls_back,
             before_event,
         } = *scan;
-        let list = if only_from.is_some() {
-            self.one_sided.get(&from)
-        } else {
-            self.inbound.get(&from)
-        };
-        let Some(list) = list else {
-            return;
-        };
         let x = self.config.max_delay_ns;
-        let cap = self.config.max_candidates.max(1) * 8;
-        // Arrivals before the send, most recent first.
-        let end = list.partition_point(|a| a.local_ns <= at);
-        let mut seen_tasks = std::mem::take(&mut self.seen_tasks);
-        seen_tasks.clear();
         let keep = self.config.max_candidates.max(1);
-        for a in list.range(..end).rev().take(cap) {
-            // Only the `max_candidates` most recent are kept.
-            if at - a.local_ns > x || candidates.len() >= keep {
-                break;
-            }
-            if only_from.is_some_and(|f| a.from != f) || a.id == id {
-                continue;
-            }
-            let task = if only_from.is_none() { a.task } else { None };
-            // Answered before this send or before the call's own answer came.
-            let answered = |r: Time| r < at || nested_until.is_some_and(|n| r < n);
-            if task.is_some() && a.reply_ns.is_some_and(answered) {
-                // So are the task's earlier arrivals: skipping them all is what the
-                // check below does.
-                continue;
-            }
-            let mut weight = 1.0;
-            let mut reply = None;
-            if let Some(t) = task {
-                if !seen_tasks.insert(t) {
-                    // Not the latest message of its task.
+        let start = candidates.len();
+        if let Some(only) = only_from {
+            // The sender side alone was seen: the messages the receiver sent it shortly
+            // before (A→B→A), most recent first.
+            let Some(list) = self.one_sided.get(&from) else {
+                return;
+            };
+            let end = list.partition_point(|a| a.local_ns <= at);
+            for a in list.range(..end).rev() {
+                if at - a.local_ns > x || candidates.len() - start >= keep {
+                    break;
+                }
+                if a.from != only || a.id == id {
                     continue;
                 }
-                let open = self.tasks.get(&t);
-                reply = open.and_then(|o| o.reply_ns);
-                if reply.is_some_and(answered) || open.is_some_and(|o| Some(o.served) == calls_back)
-                {
-                    continue;
-                }
-            } else if only_from.is_none() {
-                if !callee {
-                    // A call is made for a task. An answer that belongs to none answered
-                    // a call that started a path itself: what a client does next (a
-                    // client process on a server's host, as on loopback), not a cause.
-                    continue;
-                }
-                // A message to an ephemeral port that answers nothing: its thread of work
-                // is unknown, and such messages would otherwise stay candidates for as
-                // long as `x`.
-                weight *= TASKLESS;
+                candidates.push(Candidate {
+                    id: a.id,
+                    delay: at - a.local_ns,
+                    kind: link_type(a.kind_from, a.request, from, child_to, false),
+                    task: None,
+                    gap: None,
+                    weight: penalty(&self.caused, a.id, before_event),
+                });
             }
-            weight *= penalty(&self.caused, a.id, before_event);
-            candidates.push(Candidate {
-                id: a.id,
-                delay: at - a.local_ns,
-                kind: link_type(a.kind_from, a.request, from, child_to, false),
-                task,
-                gap: nested_until.zip(reply).and_then(|(n, r)| r.checked_sub(n)),
-                weight,
-            });
+            return;
         }
-        self.seen_tasks = seen_tasks;
+        // Answered before this send or before the call's own answer came.
+        let answered = |r: Time| r < at || nested_until.is_some_and(|n| r < n);
+        if let Some(tasks) = self.node_tasks.get(&from) {
+            let end = tasks.list.partition_point(|t| t.request_ns <= at);
+            for t in tasks.list.range(..end) {
+                if t.reply_ns.is_some_and(answered) {
+                    continue;
+                }
+                let Some(task) = self.tasks.get(&t.task) else {
+                    continue;
+                };
+                if Some(task.served) == calls_back {
+                    continue;
+                }
+                // The task's latest message at or before the send (its earlier messages
+                // caused its earlier sends).
+                let i = task.arrivals.partition_point(|a| a.0 <= at);
+                let Some(&(local, aid, kind_from, request)) =
+                    task.arrivals[..i].iter().rev().find(|a| a.1 != id)
+                else {
+                    continue;
+                };
+                if at - local > x {
+                    continue;
+                }
+                candidates.push(Candidate {
+                    id: aid,
+                    delay: at - local,
+                    kind: link_type(kind_from, request, from, child_to, false),
+                    task: Some(t.task),
+                    gap: nested_until
+                        .zip(task.reply_ns)
+                        .and_then(|(n, r)| r.checked_sub(n)),
+                    weight: penalty(&self.caused, aid, before_event),
+                });
+            }
+        }
+        if callee {
+            // A message to an ephemeral port that answers nothing: its thread of work is
+            // unknown, and such messages would otherwise stay candidates for as long as
+            // `x`. (A call is made for a task: an answer that belongs to none answered a
+            // call that started a path itself, what a client does next, not a cause.)
+            if let Some(list) = self.taskless.get(&from) {
+                let end = list.partition_point(|a| a.local_ns <= at);
+                for a in list.range(..end).rev() {
+                    if at - a.local_ns > x {
+                        break;
+                    }
+                    if a.id == id {
+                        continue;
+                    }
+                    candidates.push(Candidate {
+                        id: a.id,
+                        delay: at - a.local_ns,
+                        kind: link_type(a.kind_from, a.request, from, child_to, false),
+                        task: None,
+                        gap: None,
+                        weight: TASKLESS * penalty(&self.caused, a.id, before_event),
+                    });
+                }
+            }
+        }
+        // The `max_candidates` most recent.
+        candidates[start..].sort_by(|a, b| a.delay.cmp(&b.delay).then(b.id.cmp(&a.id)));
+        candidates.truncate(start + keep);
     }
 
     /// Records the task of the send by `node` on `conn` at `send`.
@@ -1015,33 +1107,36 @@ impl Linker {
         // The call's answer, if it came already (the first arrival on `conn` after the call,
         // with no other send between), is the task's.
         let next_send = log.entries.get(i + 1).map(|t| t.0);
-        let Some((r, rid, false)) = self.recv_after(node, conn, s) else {
+        let Some((r, rid, false, kind_from)) = self.recv_after(node, conn, s) else {
             return;
         };
         if next_send.is_some_and(|n| n < r) {
             return;
         }
-        let (Some(k), Some(list)) = (self.tasks.get_mut(&task), self.inbound.get_mut(&node)) else {
+        let Some(k) = self.tasks.get_mut(&task) else {
             return;
         };
-        for a in arrived_mut(list, r, rid).filter(|a| a.task.is_none()) {
-            a.task = Some(task);
-            a.reply_ns = k.reply_ns;
-            add_arrival(&mut k.arrivals, (r, rid, a.kind_from, false));
+        if let Some(list) = self.taskless.get_mut(&node) {
+            let j = list.partition_point(|a| a.local_ns < r);
+            if let Some(off) = list
+                .range(j..)
+                .take_while(|a| a.local_ns == r)
+                .position(|a| a.id == rid)
+            {
+                list.remove(j + off);
+                add_arrival(&mut k.arrivals, (r, rid, kind_from, false));
+            }
         }
     }
 }
 
-/// The entries of arrival `id`, received at `local_ns`, in a node's list (by receive time).
-fn arrived_mut(
-    list: &mut VecDeque<Arrived>,
-    local_ns: Time,
-    id: u64,
-) -> impl Iterator<Item = &mut Arrived> {
-    let j = list.partition_point(|a| a.local_ns < local_ns);
-    list.range_mut(j..)
-        .take_while(move |a| a.local_ns == local_ns)
-        .filter(move |a| a.id == id)
+/// Inserts an arrival into a node's list, by receive time (mostly in order: from the back).
+fn insert_by_local(list: &mut VecDeque<Arrived>, a: Arrived) {
+    let mut i = list.len();
+    while i > 0 && list[i - 1].local_ns > a.local_ns {
+        i -= 1;
+    }
+    list.insert(i, a);
 }
 
 /// Adds an arrival to a task's, in receive-time order.
@@ -1113,7 +1208,8 @@ impl<'scope> Link<'scope> for Stream<'scope, Time, Vec<Message>> {
                 let mut held = Some(cap);
                 let mut linker = Linker {
                     config,
-                    inbound: FastMap::default(),
+                    node_tasks: FastMap::default(),
+                    taskless: FastMap::default(),
                     one_sided: FastMap::default(),
                     estimates: FastMap::default(),
                     sends: FastMap::default(),
@@ -1123,7 +1219,6 @@ impl<'scope> Link<'scope> for Stream<'scope, Time, Vec<Message>> {
                     tasks: FastMap::default(),
                     recvs: FastMap::default(),
                     caused: FastMap::default(),
-                    seen_tasks: FastSet::default(),
                     ports: Ports::with_idle(config.idle_ns),
                     last_expiry: 0,
                     last_sweep: 0,
