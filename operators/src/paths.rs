@@ -339,6 +339,9 @@ pub enum PathRecord {
 
 struct Entry {
     m: Box<Message>,
+    /// The message's event time (read while deciding whether a root is ready, without
+    /// touching the message).
+    event_ns: Time,
     children: Vec<(u64, Prob)>,
     best: Option<u64>,
     spontaneous: Prob,
@@ -583,6 +586,8 @@ struct Paths {
     /// Where the restored run resumed, and the newest message inserted since.
     resumed_ns: Time,
     newest_ns: Time,
+    /// Scratch of [`Paths::newest_reachable`]: the messages seen, and those to visit.
+    reach_scratch: (Vec<u64>, Vec<u64>),
 }
 
 impl Paths {
@@ -711,6 +716,7 @@ impl Paths {
         self.entries.insert(
             l.id,
             Entry {
+                event_ns: t,
                 m: l.message,
                 children: adopted,
                 best: l.best,
@@ -726,13 +732,16 @@ impl Paths {
     /// The newest event time among the messages any instance from `root` may hold: those
     /// reachable by links that are not probably false (a superset of every instance, found
     /// without enumerating them; at most `4 * MAX_MESSAGES` are visited).
-    fn newest_reachable(&self, root: u64) -> Time {
+    fn newest_reachable(&mut self, root: u64) -> Time {
         let Some(r) = self.entries.get(&root) else {
             return 0;
         };
-        let mut newest = r.m.event_ns;
-        let mut seen: Vec<u64> = vec![root];
-        let mut stack = vec![root];
+        let mut newest = r.event_ns;
+        let (mut seen, mut stack) = std::mem::take(&mut self.reach_scratch);
+        seen.clear();
+        stack.clear();
+        seen.push(root);
+        stack.push(root);
         while let Some(id) = stack.pop() {
             let Some(e) = self.entries.get(&id) else {
                 continue;
@@ -749,10 +758,11 @@ impl Paths {
                     continue;
                 }
                 seen.push(c);
-                newest = newest.max(ce.m.event_ns);
+                newest = newest.max(ce.event_ns);
                 stack.push(c);
             }
         }
+        self.reach_scratch = (seen, stack);
         newest
     }
 
@@ -1166,7 +1176,7 @@ impl Paths {
                 break;
             }
             self.pending.remove(&(ready, root));
-            let Some(root_ns) = self.entries.get(&root).map(|e| e.m.event_ns) else {
+            let Some(root_ns) = self.entries.get(&root).map(|e| e.event_ns) else {
                 continue;
             };
             let settled = self.newest_reachable(root).saturating_add(self.settle());
@@ -1450,6 +1460,7 @@ impl<'scope> BuildPaths<'scope> for Stream<'scope, Time, Vec<Linked>> {
                     restored: FastMap::default(),
                     resumed_ns: 0,
                     newest_ns: 0,
+                    reach_scratch: Default::default(),
                 };
                 if here == last {
                     if let Some(c) = paths.config.checkpoint.clone() {

@@ -258,14 +258,16 @@ pub enum MessageKind {
 impl MessageKind {
     /// Parses the trace's `kind` column (case-insensitive).
     pub fn parse(s: &str) -> Option<MessageKind> {
-        Some(match s.trim().to_ascii_lowercase().as_str() {
-            "call" => MessageKind::Call,
-            "return" => MessageKind::Return,
-            "request" => MessageKind::Request,
-            "response" => MessageKind::Response,
-            "message" => MessageKind::Message,
-            _ => return None,
-        })
+        let s = s.trim();
+        [
+            MessageKind::Call,
+            MessageKind::Return,
+            MessageKind::Request,
+            MessageKind::Response,
+            MessageKind::Message,
+        ]
+        .into_iter()
+        .find(|k| k.as_str().eq_ignore_ascii_case(s))
     }
 
     /// Lower-case name.

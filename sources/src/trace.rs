@@ -11,7 +11,7 @@
 
 use std::io::{self, Read};
 
-use crate::observation::{Address, MessageKind, TraceRow};
+use crate::observation::{Address, Endpoint, MessageKind, TraceRow};
 use crate::origin::OriginId;
 use crate::pcap::Damage;
 use crate::stats::{SkipReason, SourceStats};
@@ -70,14 +70,12 @@ pub struct TraceReader<R: Read> {
 impl<R: Read> TraceReader<R> {
     /// Reads the header of the trace in `src`.
     pub fn new(src: R, origin: OriginId) -> Result<Self, TraceOpenError> {
-        let mut csv = csv::ReaderBuilder::new()
-            .flexible(true)
-            .trim(csv::Trim::All)
-            .from_reader(src);
+        // Fields are trimmed as they are read (the csv crate's trimming copies every record).
+        let mut csv = csv::ReaderBuilder::new().flexible(true).from_reader(src);
         let header: Vec<String> = csv
             .headers()?
             .iter()
-            .map(|h| h.to_ascii_lowercase())
+            .map(|h| h.trim_ascii().to_ascii_lowercase())
             .collect();
         let find = |name: &str| header.iter().position(|h| h == name);
         let need = |name: &'static str| {
@@ -165,56 +163,67 @@ impl<R: Read> TraceReader<R> {
     }
 
     fn parse(&self, row: u64) -> Result<TraceRow, String> {
-        let field = |i: usize| -> Result<&str, String> {
-            let raw = self.record.get(i).ok_or_else(|| {
+        let raw = |i: usize| -> Result<&[u8], String> {
+            self.record.get(i).map(<[u8]>::trim_ascii).ok_or_else(|| {
                 format!("has {} fields, column {} missing", self.record.len(), i + 1)
-            })?;
-            std::str::from_utf8(raw).map_err(|_| format!("field {} is not UTF-8", i + 1))
+            })
         };
-        let ts = |i: usize, name: &str| -> Result<Option<u64>, String> {
-            let s = field(i)?;
-            if s.is_empty() {
+        let text = |i: usize, b: &[u8]| -> Result<String, String> {
+            std::str::from_utf8(b)
+                .map(str::to_owned)
+                .map_err(|_| format!("field {} is not UTF-8", i + 1))
+        };
+        let number = |i: usize, name: &str| -> Result<Option<u64>, String> {
+            let b = raw(i)?;
+            if b.is_empty() {
                 return Ok(None);
             }
+            if let Some(n) = parse_decimal(b) {
+                return Ok(Some(n));
+            }
+            let s = text(i, b)?;
             s.parse::<u64>()
                 .map(Some)
                 .map_err(|_| format!("{name} `{s}` is not a non-negative integer"))
         };
         let name = |i: usize, col: &str| -> Result<Address, String> {
-            let s = field(i)?;
-            if s.is_empty() {
+            let b = raw(i)?;
+            if b.is_empty() {
                 return Err(format!("{col} is empty"));
             }
-            Ok(Address::parse(s))
+            if let Some(e) = parse_ipv4_endpoint(b) {
+                return Ok(Address::Endpoint(e));
+            }
+            Ok(Address::parse(&text(i, b)?))
         };
         let bytes = match self.cols.bytes {
-            Some(i) => match field(i)? {
-                "" => None,
-                s => Some(
-                    s.parse::<u64>()
-                        .map_err(|_| format!("bytes `{s}` is not a non-negative integer"))?,
-                ),
-            },
+            Some(i) => number(i, "bytes")?,
             None => None,
         };
         let kind = match self.cols.kind {
-            Some(i) => match field(i)? {
-                "" => None,
-                s => Some(MessageKind::parse(s).ok_or_else(|| {
-                    format!("kind `{s}` is not call, return, request, response or message")
-                })?),
+            Some(i) => match raw(i)? {
+                b"" => None,
+                b => {
+                    let s = text(i, b)?;
+                    Some(MessageKind::parse(&s).ok_or_else(|| {
+                        format!("kind `{s}` is not call, return, request, response or message")
+                    })?)
+                }
             },
             None => None,
         };
         let call_id = match self.cols.call_id {
-            Some(i) => Some(field(i)?).filter(|s| !s.is_empty()).map(str::to_owned),
+            Some(i) => match raw(i)? {
+                b"" => None,
+                b => Some(text(i, b)?),
+            },
             None => None,
         };
         Ok(TraceRow {
             origin: self.origin,
             row,
-            send_ns: ts(self.cols.send, "send_ns")?,
-            recv_ns: ts(self.cols.recv, "recv_ns")?,
+            send_ns: number(self.cols.send, "send_ns")?,
+            recv_ns: number(self.cols.recv, "recv_ns")?,
             src: name(self.cols.src, "src")?,
             dst: name(self.cols.dst, "dst")?,
             bytes,
@@ -222,6 +231,57 @@ impl<R: Read> TraceReader<R> {
             call_id,
         })
     }
+}
+
+/// Digits alone (at most 19, so no overflow), as a number; `None` for anything else, which
+/// the standard parser then reads (or refuses), so the result is the same.
+fn parse_decimal(b: &[u8]) -> Option<u64> {
+    if b.is_empty() || b.len() > 19 {
+        return None;
+    }
+    b.iter().try_fold(0u64, |n, &c| {
+        c.is_ascii_digit().then(|| n * 10 + u64::from(c - b'0'))
+    })
+}
+
+/// `a.b.c.d:port` (decimal, no leading zeros), the common case of an endpoint, read from
+/// bytes; `None` for anything else, which [`Address::parse`] then reads, so the result is the
+/// same.
+fn parse_ipv4_endpoint(b: &[u8]) -> Option<Endpoint> {
+    // A decimal of at most `max` digits without a leading zero, and where it ends.
+    let number = |from: usize, max: usize| -> Option<(u32, usize)> {
+        let digits = b[from..]
+            .iter()
+            .take(max + 1)
+            .take_while(|c| c.is_ascii_digit())
+            .count();
+        if digits == 0 || digits > max || (digits > 1 && b[from] == b'0') {
+            return None;
+        }
+        let n = b[from..from + digits]
+            .iter()
+            .fold(0u32, |n, &c| n * 10 + u32::from(c - b'0'));
+        Some((n, from + digits))
+    };
+    let mut octets = [0u8; 4];
+    let mut at = 0;
+    for (k, octet) in octets.iter_mut().enumerate() {
+        let (n, end) = number(at, 3)?;
+        *octet = u8::try_from(n).ok()?;
+        let separator = if k < 3 { b'.' } else { b':' };
+        if b.get(end) != Some(&separator) {
+            return None;
+        }
+        at = end + 1;
+    }
+    let (port, end) = number(at, 5)?;
+    if end != b.len() {
+        return None;
+    }
+    Some(Endpoint::new(
+        std::net::Ipv4Addr::from(octets),
+        u16::try_from(port).ok()?,
+    ))
 }
 
 #[cfg(test)]
@@ -270,6 +330,38 @@ mod tests {
             "{}",
             damage[0].message
         );
+    }
+
+    proptest::proptest! {
+        /// The fast paths read what the standard parsers read, and nothing else.
+        #[test]
+        fn fast_parsers_agree_with_the_standard_ones(s in "[0-9.:+ a-f\\[\\]]{0,24}") {
+            let b = s.as_bytes();
+            if let Some(n) = parse_decimal(b) {
+                proptest::prop_assert_eq!(Some(n), s.parse::<u64>().ok());
+            }
+            if let Some(e) = parse_ipv4_endpoint(b) {
+                proptest::prop_assert_eq!(Some(e), s.parse::<Endpoint>().ok());
+            }
+        }
+
+        #[test]
+        fn endpoints_are_read_fast(a: u8, b: u8, c: u8, d: u8, port: u16) {
+            let s = format!("{a}.{b}.{c}.{d}:{port}");
+            proptest::prop_assert_eq!(parse_ipv4_endpoint(s.as_bytes()), s.parse::<Endpoint>().ok());
+            proptest::prop_assert_eq!(parse_decimal(port.to_string().as_bytes()), Some(u64::from(port)));
+        }
+    }
+
+    #[test]
+    fn fields_are_trimmed() {
+        let (rows, _, damage) = read(
+            " send_ns , recv_ns,src,dst ,kind\n 100 ,150, 10.0.0.1:4000 ,10.0.0.2:80, Call \n",
+        );
+        assert!(damage.is_empty(), "{damage:?}");
+        assert_eq!((rows[0].send_ns, rows[0].recv_ns), (Some(100), Some(150)));
+        assert_eq!(rows[0].src, Address::parse("10.0.0.1:4000"));
+        assert_eq!(rows[0].kind, Some(MessageKind::Call));
     }
 
     #[test]
