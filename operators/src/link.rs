@@ -513,15 +513,12 @@ fn link_type(parent_from: u64, request: bool, node: u64, to: u64, reply: bool) -
 
 impl Linker {
     fn insert(&mut self, mut a: Arrival) {
-        self.ports
-            .observe(&a.src_endpoint, &a.dst_endpoint, a.from, a.to, a.event_ns);
-        a.request = self.ports.fixed(&a.dst_endpoint, &a.src_endpoint);
+        let ends =
+            self.ports
+                .observe_message(&a.src_endpoint, &a.dst_endpoint, a.from, a.to, a.event_ns);
+        a.request = ends.dst_fixed;
         // Clients are many nodes of one kind: their messages share a link type.
-        a.kind_from = if self.ports.client(&a.src_endpoint, &a.dst_endpoint, a.from) {
-            CLIENT_KEY
-        } else {
-            a.from
-        };
+        a.kind_from = if ends.src_client { CLIENT_KEY } else { a.from };
         let first = self.first_arrival.entry(a.to).or_insert(a.local_ns);
         *first = (*first).min(a.local_ns);
         let arrived = Arrived {
@@ -708,9 +705,10 @@ impl Linker {
     fn link(&mut self, id: u64, m: Box<Message>) -> Linked {
         let from = node_key(&m.src);
         let to = node_key(&m.dst);
-        self.ports
-            .observe(&m.src_endpoint, &m.dst_endpoint, from, to, m.event_ns);
-        let from_client = self.ports.client(&m.src_endpoint, &m.dst_endpoint, from);
+        let ends =
+            self.ports
+                .observe_message(&m.src_endpoint, &m.dst_endpoint, from, to, m.event_ns);
+        let from_client = ends.src_client;
         let root = |m: Box<Message>| Linked {
             id,
             message: m,
@@ -742,7 +740,7 @@ impl Linker {
         // its later calls), and nested in it (the task is not answered before the call's
         // own answer comes back: Project 5 §5.1); a message that already caused a send is
         // less likely to cause another (Project 5's overlapping-child penalty).
-        let callee = self.ports.fixed(&m.src_endpoint, &m.dst_endpoint);
+        let callee = ends.src_fixed;
         let answers = if callee && only_from.is_none() {
             self.recv_before(from, conn, at)
                 .filter(|r| r.2 && !self.answered(r.1, at))
@@ -750,11 +748,7 @@ impl Linker {
         } else {
             None
         };
-        let child_to = if self.ports.client(&m.dst_endpoint, &m.src_endpoint, to) {
-            CLIENT_KEY
-        } else {
-            to
-        };
+        let child_to = if ends.dst_client { CLIENT_KEY } else { to };
         let nested_until = if callee || only_from.is_some() {
             None
         } else {

@@ -50,13 +50,38 @@ impl Seen {
 
 /// A peer endpoint as [`Seen`] remembers it: a hash, never 0.
 fn peer_key(e: &Endpoint) -> u64 {
-    FixedState::with_seed(0x7065_6572).hash_one(e).max(1)
+    endpoint_key(e).max(1)
+}
+
+/// An endpoint's key in the table: an IPv4 endpoint's address and port themselves (exact, and
+/// cheap to hash), an IPv6 endpoint's hash.
+fn endpoint_key(e: &Endpoint) -> u64 {
+    match e.ip {
+        std::net::IpAddr::V4(ip) => {
+            (1 << 48) | (u64::from(u32::from(ip)) << 16) | u64::from(e.port)
+        }
+        std::net::IpAddr::V6(_) => FixedState::with_seed(0x7065_6572).hash_one(e) | (1 << 63),
+    }
+}
+
+/// What [`Ports::observe_message`] tells of a message's two ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ends {
+    /// Whether the sender's endpoint is the fixed end ([`Ports::fixed`]).
+    pub src_fixed: bool,
+    /// Whether the receiver's endpoint is the fixed end.
+    pub dst_fixed: bool,
+    /// Whether the sender is a client ([`Ports::client`]).
+    pub src_client: bool,
+    /// Whether the receiver is a client.
+    pub dst_client: bool,
 }
 
 /// Learns fixed ports and server nodes from messages.
 #[derive(Clone, Debug)]
 pub struct Ports {
-    endpoints: HashMap<Endpoint, Seen, FixedState>,
+    /// By [`endpoint_key`].
+    endpoints: HashMap<u64, Seen, FixedState>,
     servers: HashMap<u64, Time, FixedState>,
     /// An endpoint unseen this long starts afresh when seen again (an ephemeral port reused
     /// by another connection): decided when it is seen, so that the classification does not
@@ -100,11 +125,51 @@ impl Ports {
         }
     }
 
-    fn note(&mut self, e: Endpoint, peer: Endpoint, node: u64, t: Time, as_dst: bool) {
-        let seen = self.endpoints.entry(e).or_insert_with(|| Seen {
-            first_dst: as_dst,
-            ..Seen::default()
-        });
+    /// [`Ports::observe`], then what [`Ports::fixed`] and [`Ports::client`] say of both
+    /// ends: looking each endpoint up once.
+    pub fn observe_message(
+        &mut self,
+        a: &Address,
+        b: &Address,
+        node_a: u64,
+        node_b: u64,
+        t: Time,
+    ) -> Ends {
+        match (a, b) {
+            (Address::Endpoint(x), Address::Endpoint(y)) if x != y => {
+                let ex = self.note(*x, *y, node_a, t, false);
+                let ey = self.note(*y, *x, node_b, t, true);
+                let (src_fixed, dst_fixed) = (fixed_rule(ex, ey), fixed_rule(ey, ex));
+                Ends {
+                    src_fixed,
+                    dst_fixed,
+                    src_client: !src_fixed && !self.servers.contains_key(&node_a),
+                    dst_client: !dst_fixed && !self.servers.contains_key(&node_b),
+                }
+            }
+            _ => {
+                self.observe(a, b, node_a, node_b, t);
+                let (src_fixed, dst_fixed) = self.fixed_ends(a, b);
+                Ends {
+                    src_fixed,
+                    dst_fixed,
+                    src_client: self.client_given(a, node_a, src_fixed),
+                    dst_client: self.client_given(b, node_b, dst_fixed),
+                }
+            }
+        }
+    }
+
+    /// Notes that `e` (of `node`) exchanged a message with `peer`; returns what the rule of
+    /// fixed ports now knows of `e`.
+    fn note(&mut self, e: Endpoint, peer: Endpoint, node: u64, t: Time, as_dst: bool) -> Evidence {
+        let seen = self
+            .endpoints
+            .entry(endpoint_key(&e))
+            .or_insert_with(|| Seen {
+                first_dst: as_dst,
+                ..Seen::default()
+            });
         if seen.last_ns.saturating_add(self.idle_ns) < t {
             *seen = Seen {
                 first_dst: as_dst,
@@ -119,15 +184,21 @@ impl Ports {
                 seen.peers[n] = peer;
             }
         }
+        let evidence = Evidence {
+            peers: seen.len(),
+            port: e.port,
+            first_dst: seen.first_dst,
+        };
         if seen.peers[FIXED_PEERS - 1] != 0 {
             let s = self.servers.entry(node).or_default();
             *s = (*s).max(t);
         }
+        evidence
     }
 
     /// What the rule of fixed ports knows of `e`.
     fn evidence(&self, e: &Endpoint) -> Evidence {
-        let seen = self.endpoints.get(e);
+        let seen = self.endpoints.get(&endpoint_key(e));
         Evidence {
             peers: seen.map_or(0, Seen::len),
             port: e.port,
@@ -287,6 +358,29 @@ mod tests {
         assert!(!p.client(&sock, &conn, server));
         p.expire(2);
         assert!(p.is_empty());
+    }
+
+    proptest::proptest! {
+        /// `observe_message` says what `observe` then `fixed` and `client` say.
+        #[test]
+        fn observe_message_is_observe_then_classify(
+            msgs in proptest::collection::vec((0u8..4, 0u16..6, 0u8..4, 0u16..6, 0u64..3, 0u64..3), 1..60)
+        ) {
+            let (mut one, mut two) = (Ports::default(), Ports::default());
+            for (t, (ha, pa, hb, pb, na, nb)) in msgs.into_iter().enumerate() {
+                let ep = |h: u8, p: u16| a(&format!("10.0.0.{h}:{}", [80, 443, 5432, 33000, 40000, 50000][p as usize]));
+                let (x, y) = (ep(ha, pa), ep(hb, pb));
+                let ends = one.observe_message(&x, &y, na, nb, t as Time);
+                two.observe(&x, &y, na, nb, t as Time);
+                let expected = Ends {
+                    src_fixed: two.fixed(&x, &y),
+                    dst_fixed: two.fixed(&y, &x),
+                    src_client: two.client(&x, &y, na),
+                    dst_client: two.client(&y, &x, nb),
+                };
+                proptest::prop_assert_eq!(ends, expected);
+            }
+        }
     }
 
     #[test]
