@@ -264,7 +264,7 @@ struct NodeTasks {
 
 impl NodeTasks {
     const MARGIN_SHIFTS: u64 = 2;
-    const COMPACT_NS: Time = 20_000_000;
+    const COMPACT_NS: Time = 50_000_000;
 
     /// Notes a send at `at` and drops the tasks no send from now on can find open.
     fn advance(&mut self, at: Time, null_shift_ns: Time) {

@@ -6,7 +6,6 @@
 //! `IP:port` entry wins over an `IP` entry. Without an entry, an endpoint's node is its IP (the
 //! host), and a trace's named address is its own node.
 
-use std::collections::HashMap;
 use std::net::IpAddr;
 use std::path::Path;
 use std::sync::Arc;
@@ -83,9 +82,9 @@ pub enum NamesError {
 /// Address-to-node-name table.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Names {
-    by_endpoint: HashMap<Endpoint, NodeName>,
-    by_ip: HashMap<IpAddr, NodeName>,
-    roles: HashMap<String, String>,
+    by_endpoint: crate::FastMap<Endpoint, NodeName>,
+    by_ip: crate::FastMap<IpAddr, NodeName>,
+    roles: crate::FastMap<String, String>,
 }
 
 impl Names {
