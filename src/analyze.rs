@@ -279,9 +279,11 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
             resume_ns,
             lateness_ns,
             pipe_idle: (!args.pipe_idle.is_zero()).then_some(args.pipe_idle),
-            // Far enough ahead that no operator's hold-back (the longest: clock.correct's two
-            // seconds plus the samples' lateness) can stall the source, near enough that the
-            // records in flight stay few.
+            // Always far enough ahead that no operator's hold-back (the longest:
+            // clock.correct's two seconds plus the samples' lateness) can stall the source.
+            min_ahead_ns: SourceConfig::default()
+                .min_ahead_ns
+                .max(4 * (lateness_ns + reconcile_window.as_nanos() as u64) + 2_000_000_000),
             max_ahead_ns: SourceConfig::default()
                 .max_ahead_ns
                 .max(4 * (lateness_ns + reconcile_window.as_nanos() as u64) + 2_000_000_000),

@@ -23,8 +23,12 @@
 //!   (Ctrl-C), a deadline or a record count end the reading early, and the run then finishes
 //!   as if the inputs had ended there.
 //! - **Back-pressure**: given a probe on the end of the dataflow, the operator stops reading
-//!   while its capability is more than `max_ahead_ns` past the probe's frontier, so a fast
-//!   worker cannot outrun a slow one by more than that much event time.
+//!   while its capability is more than `max_ahead_ns` past the probe's frontier, or more
+//!   than `min_ahead_ns` past it with more than `max_in_flight` of its records not through
+//!   the dataflow yet: a fast worker cannot outrun a slow one by more than that much event
+//!   time, and the records in flight stay bounded however fast they come. Reading ahead
+//!   lets the workers of a busy pipeline work without waiting for each other (a 4.7 million
+//!   message trace linked 8% faster with 120 s than with 30 s).
 //! - **Cost**: per record, one comparison per reader holding records; reading and decoding
 //!   are the readers' cost.
 
@@ -54,10 +58,14 @@ pub struct SourceConfig {
     pub batch: usize,
     /// Records sent per activation before yielding to other operators.
     pub budget: usize,
-    /// How far (ns of event time) the source may run ahead of the dataflow's output frontier:
-    /// more than any operator holds its output back, or the source would wait for a frontier
-    /// that cannot move. It bounds the records in flight.
+    /// How far (ns of event time) the source may run ahead of the dataflow's output frontier.
     pub max_ahead_ns: Nanos,
+    /// How far it may always run ahead, whatever is in flight: more than any operator holds
+    /// its output back, or the source would wait for a frontier that cannot move.
+    pub min_ahead_ns: Nanos,
+    /// Beyond `min_ahead_ns`, the most of this worker's records that may be in flight (sent,
+    /// and not yet passed by the output frontier).
+    pub max_in_flight: u64,
     /// Resuming from a checkpoint: records before this event time were analysed by an
     /// earlier run; they are read and counted (skipped, `resumed`) but not sent.
     pub resume_ns: Option<Nanos>,
@@ -73,7 +81,9 @@ impl Default for SourceConfig {
             tick_ns: 1_000_000,
             batch: 1024,
             budget: 8192,
-            max_ahead_ns: 30_000_000_000,
+            max_ahead_ns: 120_000_000_000,
+            min_ahead_ns: 30_000_000_000,
+            max_in_flight: 200_000,
             resume_ns: None,
             pipe_idle: None,
         }
@@ -237,6 +247,8 @@ struct Merger {
     config: SourceConfig,
     control: RunControl,
     activations: u64,
+    /// Records sent so far.
+    emitted: u64,
 }
 
 impl Merger {
@@ -299,6 +311,7 @@ impl Merger {
                     break;
                 }
                 if let Some(wait) = self.control.wait(head) {
+                    self.emitted += sent as u64;
                     return Some(wait);
                 }
                 let sent = self.control.sent.fetch_add(1, Ordering::Relaxed) + 1;
@@ -379,6 +392,7 @@ impl Merger {
                 lane.refill(size);
             }
         }
+        self.emitted += sent as u64;
         None
     }
 
@@ -458,7 +472,11 @@ pub fn read_inputs<'scope>(
         config,
         control,
         activations: 0,
+        emitted: 0,
     };
+    // (capability time, records sent up to then), for the records in flight.
+    let mut sent_log: std::collections::VecDeque<(Time, u64)> = Default::default();
+    let mut delivered: u64 = 0;
 
     builder.build(move |mut capabilities| {
         let event_cap = capabilities.pop();
@@ -476,7 +494,19 @@ pub fn read_inputs<'scope>(
             };
             let time = *caps_now[0].time();
             if let Some(probe) = &probe {
-                if probe.less_than(&time.saturating_sub(config.max_ahead_ns)) {
+                // What the output frontier has passed is through the dataflow.
+                while let Some(&(t, n)) = sent_log.front() {
+                    if probe.less_equal(&t) {
+                        break;
+                    }
+                    delivered = n;
+                    sent_log.pop_front();
+                }
+                let ahead = |limit: Nanos| probe.less_than(&time.saturating_sub(limit));
+                let in_flight = merger.emitted.saturating_sub(delivered);
+                if ahead(config.max_ahead_ns)
+                    || (in_flight > config.max_in_flight && ahead(config.min_ahead_ns))
+                {
                     activator.activate_after(Duration::from_millis(1));
                     return;
                 }
@@ -505,6 +535,11 @@ pub fn read_inputs<'scope>(
                 };
                 merger.emit(&mut sessions)
             };
+            let at = *caps_now[0].time();
+            match sent_log.back_mut() {
+                Some(last) if last.0 == at => last.1 = merger.emitted,
+                _ => sent_log.push_back((at, merger.emitted)),
+            }
             let finished = merger.finished();
             let batch = merger.events(finished);
             if !batch.is_empty() {
