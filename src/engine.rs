@@ -419,7 +419,7 @@ pub fn run(
                     }));
                 }
                 if job.emit.messages {
-                    outputs.push(messages.map(Record::Message));
+                    outputs.push(messages.map(|m| Record::Message(*m)));
                 }
                 if job.emit.clock {
                     outputs.push(offsets.map(Record::ClockOffset));

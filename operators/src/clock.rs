@@ -223,21 +223,21 @@ pub trait MessageSamples<'scope> {
     fn delay_samples(
         self,
     ) -> (
-        Stream<'scope, Time, Vec<Message>>,
+        Stream<'scope, Time, Vec<Box<Message>>>,
         Stream<'scope, Time, Vec<DelaySample>>,
     );
 }
 
-impl<'scope> MessageSamples<'scope> for Stream<'scope, Time, Vec<Message>> {
+impl<'scope> MessageSamples<'scope> for Stream<'scope, Time, Vec<Box<Message>>> {
     fn delay_samples(
         self,
     ) -> (
-        Stream<'scope, Time, Vec<Message>>,
+        Stream<'scope, Time, Vec<Box<Message>>>,
         Stream<'scope, Time, Vec<DelaySample>>,
     ) {
         let mut builder = OperatorBuilder::new("clock.samples".to_owned(), self.scope());
         let mut input = builder.new_input(self, Pipeline);
-        let (messages_out, messages) = builder.new_output::<Vec<Message>>();
+        let (messages_out, messages) = builder.new_output::<Vec<Box<Message>>>();
         let (samples_out, samples) = builder.new_output::<Vec<DelaySample>>();
         let mut messages_out = OutputBuilder::from(messages_out);
         let mut samples_out = OutputBuilder::from(samples_out);
@@ -248,7 +248,7 @@ impl<'scope> MessageSamples<'scope> for Stream<'scope, Time, Vec<Message>> {
                 input.for_each(|cap, batch| {
                     samples_out
                         .session(&cap)
-                        .give_iterator(batch.iter().filter_map(sample_of));
+                        .give_iterator(batch.iter().filter_map(|m| sample_of(m)));
                     messages_out.session(&cap).give_container(batch);
                 });
             }
@@ -817,7 +817,7 @@ pub trait Correct<'scope> {
         lateness_ns: Time,
         alignment: Arc<Alignment>,
         reference: Option<Domain>,
-    ) -> Stream<'scope, Time, Vec<Message>>;
+    ) -> Stream<'scope, Time, Vec<Box<Message>>>;
 }
 
 /// Whether `m`'s correction cannot depend on estimates: each observed side is in the
@@ -912,14 +912,14 @@ impl MinTimes {
     }
 }
 
-impl<'scope> Correct<'scope> for Stream<'scope, Time, Vec<Message>> {
+impl<'scope> Correct<'scope> for Stream<'scope, Time, Vec<Box<Message>>> {
     fn correct(
         self,
         estimates: Stream<'scope, Time, Vec<ClockOffset>>,
         lateness_ns: Time,
         alignment: Arc<Alignment>,
         reference: Option<Domain>,
-    ) -> Stream<'scope, Time, Vec<Message>> {
+    ) -> Stream<'scope, Time, Vec<Box<Message>>> {
         self.binary_frontier(
             estimates,
             Pipeline,
@@ -929,13 +929,13 @@ impl<'scope> Correct<'scope> for Stream<'scope, Time, Vec<Message>> {
                 let mut held = Some(cap);
                 let mut history: History = History::default();
                 // By the time each is due, then in arrival order.
-                let mut waiting: Reorder<Message> = Reorder::default();
+                let mut waiting: Reorder<Box<Message>> = Reorder::default();
                 let mut arrived: u64 = 0;
                 // The event times of the waiting messages: the capability stays at the
                 // smallest, so that downstream operators, which order by event time, never
                 // get a message whose time their frontier has passed.
                 let mut times = MinTimes::default();
-                let mut ready: Vec<Message> = Vec::new();
+                let mut ready: Vec<Box<Message>> = Vec::new();
                 move |(messages, frontier), (estimates, est_frontier), output| {
                     messages.for_each(|cap, batch| {
                         let t = cap.least().copied().unwrap_or(0);
@@ -1156,7 +1156,9 @@ mod tests {
             let mut messages = InputHandle::new();
             let mut estimates = InputHandle::new();
             worker.dataflow::<Time, _, _>(|scope| {
-                let m = scope.input_from(&mut messages).container::<Vec<Message>>();
+                let m = scope
+                    .input_from(&mut messages)
+                    .container::<Vec<Box<Message>>>();
                 let e = scope
                     .input_from(&mut estimates)
                     .container::<Vec<ClockOffset>>();
@@ -1184,9 +1186,9 @@ mod tests {
                 event_ns: t,
                 ..Message::default()
             };
-            messages.send(message(0, Some(0)));
-            messages.send(message(1, None));
-            messages.send(message(2, Some(0)));
+            messages.send(Box::new(message(0, Some(0))));
+            messages.send(Box::new(message(1, None)));
+            messages.send(Box::new(message(2, Some(0))));
             messages.advance_to(t + 1);
             for _ in 0..50 {
                 worker.step();

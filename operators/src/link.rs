@@ -512,7 +512,7 @@ fn link_type(parent_from: u64, request: bool, node: u64, to: u64, reply: bool) -
 }
 
 impl Linker {
-    fn insert(&mut self, mut a: Arrival) {
+    fn insert(&mut self, mut a: Box<Arrival>) {
         let ends =
             self.ports
                 .observe_message(&a.src_endpoint, &a.dst_endpoint, a.from, a.to, a.event_ns);
@@ -1158,8 +1158,9 @@ pub trait Link<'scope> {
 enum LinkInput {
     /// A message to link: its sender's [`node_key`], its [`message_id`], the message.
     Child(u64, u64, Box<Message>),
-    /// A message as a possible parent.
-    Arrival(Arrival),
+    /// A message as a possible parent (boxed, like the message: timely batches records by
+    /// bytes, so small records make large batches).
+    Arrival(Box<Arrival>),
 }
 
 impl LinkInput {
@@ -1171,14 +1172,14 @@ impl LinkInput {
     }
 }
 
-impl<'scope> Link<'scope> for Stream<'scope, Time, Vec<Message>> {
+impl<'scope> Link<'scope> for Stream<'scope, Time, Vec<Box<Message>>> {
     fn link(self, config: LinkConfig) -> Stream<'scope, Time, Vec<Linked>> {
         // One stream of both roles, so that a message is moved, not copied, to its child role.
         let inputs = self.flat_map(|m| {
             let id = message_id(&m);
             let one_sided = m.recv_ns.is_none();
             let arrival = m.recv_ns.or(m.send_ns).map(|local_ns| {
-                LinkInput::Arrival(Arrival {
+                LinkInput::Arrival(Box::new(Arrival {
                     id,
                     to: node_key(&m.dst),
                     from: node_key(&m.src),
@@ -1190,9 +1191,9 @@ impl<'scope> Link<'scope> for Stream<'scope, Time, Vec<Message>> {
                     kind_from: 0,
                     src_endpoint: m.src_endpoint.clone(),
                     dst_endpoint: m.dst_endpoint.clone(),
-                })
+                }))
             });
-            let child = LinkInput::Child(node_key(&m.src), id, Box::new(m));
+            let child = LinkInput::Child(node_key(&m.src), id, m);
             arrival.into_iter().chain(std::iter::once(child))
         });
         inputs.unary_frontier(
@@ -1218,7 +1219,7 @@ impl<'scope> Link<'scope> for Stream<'scope, Time, Vec<Message>> {
                     last_sweep: 0,
                 };
                 let mut waiting_children: Reorder<Box<Message>> = Reorder::default();
-                let mut waiting_arrivals: Reorder<Arrival> = Reorder::default();
+                let mut waiting_arrivals: Reorder<Box<Arrival>> = Reorder::default();
                 // The sends themselves, known as early as the arrivals: (node, connection,
                 // send time).
                 let mut waiting_departures: Reorder<(u64, u64, Time, Time)> = Reorder::default();
@@ -1328,6 +1329,8 @@ mod tests {
     fn run(messages: Vec<Message>) -> Vec<Linked> {
         let captured = timely::example(move |scope| {
             messages
+                .into_iter()
+                .map(Box::new)
                 .to_stream(scope)
                 .container::<Vec<_>>()
                 .link(LinkConfig::default())

@@ -102,19 +102,19 @@ pub trait Nat<'scope> {
         names: Arc<Names>,
         config: NatConfig,
     ) -> (
-        Stream<'scope, Time, Vec<Message>>,
+        Stream<'scope, Time, Vec<Box<Message>>>,
         Stream<'scope, Time, Vec<NatMapping>>,
     );
 }
 
-impl<'scope> Nat<'scope> for Stream<'scope, Time, Vec<Message>> {
+impl<'scope> Nat<'scope> for Stream<'scope, Time, Vec<Box<Message>>> {
     fn nat(
         self,
         facts: Stream<'scope, Time, Vec<NatFact>>,
         names: Arc<Names>,
         config: NatConfig,
     ) -> (
-        Stream<'scope, Time, Vec<Message>>,
+        Stream<'scope, Time, Vec<Box<Message>>>,
         Stream<'scope, Time, Vec<NatMapping>>,
     ) {
         let mappings = facts
@@ -188,15 +188,15 @@ impl<'scope> Nat<'scope> for Stream<'scope, Time, Vec<Message>> {
             );
         let messages = self.binary_frontier(
             facts,
-            Exchange::new(|m: &Message| conn_of(m).map_or(0, |k| k.route())),
+            Exchange::new(|m: &Box<Message>| conn_of(m).map_or(0, |k| k.route())),
             Exchange::new(|f: &NatFact| ConnKey::between(f.public.0, f.public.1, 0).route()),
             "nat",
             move |cap, _info| {
                 let mut held = Some(cap);
                 let mut known: HashMap<ConnKey, Translation> = HashMap::new();
                 let mut forget: Deadlines<ConnKey> = Deadlines::default();
-                let mut waiting: BTreeMap<Time, Vec<Message>> = BTreeMap::new();
-                let mut ready: Vec<Message> = Vec::new();
+                let mut waiting: BTreeMap<Time, Vec<Box<Message>>> = BTreeMap::new();
+                let mut ready: Vec<Box<Message>> = Vec::new();
                 move |(messages, frontier), (facts, facts_frontier), output| {
                     facts.for_each(|_cap, batch| {
                         for f in batch.drain(..) {

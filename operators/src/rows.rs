@@ -73,11 +73,11 @@ pub fn message_of_row(row: TraceRow, names: &Names, nodes: &mut NodeCache) -> Me
 /// Extension trait: messages from message-trace rows.
 pub trait RowsToMessages<'scope> {
     /// One message per row; see the module documentation.
-    fn messages(self, names: Arc<Names>) -> Stream<'scope, Time, Vec<Message>>;
+    fn messages(self, names: Arc<Names>) -> Stream<'scope, Time, Vec<Box<Message>>>;
 }
 
 impl<'scope> RowsToMessages<'scope> for Stream<'scope, Time, Vec<TraceRow>> {
-    fn messages(self, names: Arc<Names>) -> Stream<'scope, Time, Vec<Message>> {
+    fn messages(self, names: Arc<Names>) -> Stream<'scope, Time, Vec<Box<Message>>> {
         self.unary(Pipeline, "rows", move |_cap, _info| {
             let mut nodes = NodeCache::default();
             move |input, output| {
@@ -85,7 +85,7 @@ impl<'scope> RowsToMessages<'scope> for Stream<'scope, Time, Vec<TraceRow>> {
                 input.for_each(|cap, rows| {
                     let mut session = output.session(&cap);
                     for row in rows.drain(..) {
-                        session.give(message_of_row(row, &names, &mut nodes));
+                        session.give(Box::new(message_of_row(row, &names, &mut nodes)));
                     }
                 });
             }

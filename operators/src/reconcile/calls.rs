@@ -65,7 +65,7 @@ impl Default for CallsConfig {
 /// The outputs of [`ReconcileCalls::reconcile_calls`].
 pub struct CallMessages<'scope> {
     /// One message per run (stream sockets) or datagram.
-    pub messages: Stream<'scope, Time, Vec<Message>>,
+    pub messages: Stream<'scope, Time, Vec<Box<Message>>>,
     /// Delay samples between the clocks of two traced hosts.
     pub samples: Stream<'scope, Time, Vec<DelaySample>>,
     /// Per-origin `unpaired` counts.
@@ -156,7 +156,7 @@ struct Connection {
 /// What one round of the operator produced.
 #[derive(Default)]
 struct Outcome {
-    messages: Vec<Message>,
+    messages: Vec<Box<Message>>,
     samples: Vec<DelaySample>,
     unpaired: HashMap<OriginId, u64>,
 }
@@ -364,7 +364,7 @@ fn settle_direction(
                 });
             }
         }
-        out.messages.push(m);
+        out.messages.push(Box::new(m));
     };
     if !transport.is_stream() {
         while let Some(d) = sender.datagrams_out.front().copied() {
@@ -470,7 +470,7 @@ impl<'scope> ReconcileCalls<'scope> for Stream<'scope, Time, Vec<SocketCall>> {
         let scope = self.scope();
         let mut builder = OperatorBuilder::new("reconcile.calls".to_owned(), scope);
         let mut input = builder.new_input(self, Exchange::new(connection_key));
-        let (messages_out, messages) = builder.new_output::<Vec<Message>>();
+        let (messages_out, messages) = builder.new_output::<Vec<Box<Message>>>();
         let (samples_out, samples) = builder.new_output::<Vec<DelaySample>>();
         let (events_out, events) = builder.new_output::<Vec<SourceEvent>>();
         let mut messages_out = OutputBuilder::from(messages_out);
@@ -585,7 +585,7 @@ mod tests {
         }
     }
 
-    fn run(calls: Vec<SocketCall>) -> Vec<Message> {
+    fn run(calls: Vec<SocketCall>) -> Vec<Box<Message>> {
         let names = Arc::new(Names::default());
         let alignment = Arc::new(Alignment::default());
         let captured = timely::example(move |scope| {
@@ -596,7 +596,7 @@ mod tests {
                 .messages
                 .capture()
         });
-        let mut m: Vec<Message> = captured
+        let mut m: Vec<Box<Message>> = captured
             .extract()
             .into_iter()
             .flat_map(|(_, m)| m)

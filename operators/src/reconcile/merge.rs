@@ -78,7 +78,7 @@ pub struct NatFact {
 /// Everything one message yields.
 #[derive(Default)]
 struct Outcome {
-    messages: Vec<Message>,
+    messages: Vec<Box<Message>>,
     samples: Vec<DelaySample>,
     facts: Vec<NatFact>,
     counts: HashMap<OriginId, SourceStats>,
@@ -203,7 +203,7 @@ impl Merger {
             .unwrap_or_else(|| self.aligned(up, up.first_ns));
         let origin = send.or(recv).unwrap_or(up).origin;
         let protocol = up.protocol;
-        out.messages.push(Message {
+        out.messages.push(Box::new(Message {
             send_ns: send.map(|s| s.first_ns),
             recv_ns: recv.map(|s| s.last_ns),
             send_domain: send.map(|s| Domain::Origin(s.origin)),
@@ -226,7 +226,7 @@ impl Merger {
                 o.len() as u32
             },
             event_ns: event,
-        });
+        }));
         // Delay samples: first-segment times of one packet at two sniffers.
         let mut firsts: Vec<&Sighting> = sightings.iter().filter(|s| s.whole_start).collect();
         firsts.sort_by_key(|s| (s.origin, s.first_ns));
@@ -267,7 +267,7 @@ impl Merger {
 /// The streams `reconcile` produces.
 pub struct Reconciled<'scope> {
     /// Messages.
-    pub messages: Stream<'scope, Time, Vec<Message>>,
+    pub messages: Stream<'scope, Time, Vec<Box<Message>>>,
     /// Delay samples between clock domains.
     pub samples: Stream<'scope, Time, Vec<DelaySample>>,
     /// Translation evidence.
@@ -292,7 +292,7 @@ impl<'scope> Reconcile<'scope> for Stream<'scope, Time, Vec<Sighting>> {
         let scope = self.scope();
         let mut builder = OperatorBuilder::new("reconcile".to_owned(), scope);
         let mut input = builder.new_input(self, Exchange::new(|s: &Sighting| s.key));
-        let (messages_out, messages) = builder.new_output::<Vec<Message>>();
+        let (messages_out, messages) = builder.new_output::<Vec<Box<Message>>>();
         let (samples_out, samples) = builder.new_output::<Vec<DelaySample>>();
         let (facts_out, facts) = builder.new_output::<Vec<NatFact>>();
         let (events_out, events) = builder.new_output::<Vec<SourceEvent>>();
