@@ -179,6 +179,8 @@ pub struct Linked {
     pub best: Option<u64>,
     /// Whether the sender is a client (its messages start paths).
     pub from_client: bool,
+    /// [`node_key`]s of the sender and the receiver.
+    pub keys: (u64, u64),
 }
 
 /// A message's identity: a hash of its endpoints, timestamps and trace row.
@@ -630,7 +632,7 @@ impl Linker {
             .retain(|_, d| d.last_ns.saturating_add(window) > now);
         self.causal
             .retain(|_, d| d.last_ns.saturating_add(window) > now);
-        if now.saturating_sub(self.last_expiry) >= 10_000_000_000 {
+        if now.saturating_sub(self.last_expiry) >= crate::ports::EXPIRY_EVERY_NS {
             self.ports.expire(now.saturating_sub(self.config.idle_ns));
             self.last_expiry = now;
         }
@@ -716,6 +718,7 @@ impl Linker {
             spontaneous: ONE,
             best: None,
             from_client,
+            keys: (from, to),
         };
         if from_client {
             return root(m);
@@ -966,6 +969,7 @@ impl Linker {
             spontaneous: to_prob(p_spont),
             best,
             from_client,
+            keys: (from, to),
         }
     }
 

@@ -27,6 +27,10 @@ use foldhash::fast::FixedState;
 
 use causeway_sources::{Address, Endpoint, Time};
 
+/// How often (event time) the operators that keep a [`Ports`] run [`Ports::expire`]: a sweep
+/// visits every endpoint held, and the table holds this much more than its idle time.
+pub const EXPIRY_EVERY_NS: Time = 60_000_000_000;
+
 /// Distinct peers that make an endpoint fixed.
 pub const FIXED_PEERS: usize = 3;
 
