@@ -66,7 +66,7 @@ use timely::dataflow::operators::generic::Operator;
 
 use crate::FastMap;
 use crate::dist::{Dist, Summary};
-use crate::link::{Linked, ONE, Prob, node_key};
+use crate::link::{Linked, ONE, Prob};
 use crate::message::Message;
 use crate::names::Names;
 use crate::pattern::PatternNode;
@@ -345,11 +345,8 @@ struct Entry {
     children: Vec<(u64, Prob)>,
     best: Option<u64>,
     spontaneous: Prob,
-    /// [`node_key`]s of the sender and receiver.
+    /// [`node_key`](crate::link::node_key)s of the sender and receiver.
     keys: (u64, u64),
-    /// Interned labels of the sender and receiver when they are not clients: their names,
-    /// or their roles with `aggregate_roles`.
-    names: (u32, u32),
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -682,11 +679,7 @@ impl Paths {
     fn insert(&mut self, l: Linked) {
         let t = l.message.event_ns;
         self.newest_ns = self.newest_ns.max(t);
-        let keys = (node_key(&l.message.src), node_key(&l.message.dst));
-        let names = (
-            self.name_label(&l.message.src),
-            self.name_label(&l.message.dst),
-        );
+        let keys = l.keys;
         self.ports.observe(
             &l.message.src_endpoint,
             &l.message.dst_endpoint,
@@ -722,7 +715,6 @@ impl Paths {
                 best: l.best,
                 spontaneous: l.spontaneous,
                 keys,
-                names,
             },
         );
         self.next_snapshot
@@ -903,11 +895,13 @@ impl Paths {
     fn hop_labels(&self, e: &Entry) -> (u32, u32, Option<u16>) {
         let m = &e.m;
         let (src_fixed, dst_fixed) = self.ports.fixed_ends(&m.src_endpoint, &m.dst_endpoint);
-        let label = |end: &Address, key: u64, fixed: bool, name: u32| {
+        // A node's name (or role) is interned when it is not a client: clients are many
+        // and come and go; their names are never in a pattern.
+        let label = |end: &Address, key: u64, fixed: bool, node: &str| {
             if self.ports.client_given(end, key, fixed) {
                 CLIENT
             } else {
-                name
+                self.name_label(node)
             }
         };
         let port = match &m.dst_endpoint {
@@ -915,8 +909,8 @@ impl Paths {
             _ => None,
         };
         (
-            label(&m.src_endpoint, e.keys.0, src_fixed, e.names.0),
-            label(&m.dst_endpoint, e.keys.1, dst_fixed, e.names.1),
+            label(&m.src_endpoint, e.keys.0, src_fixed, &m.src),
+            label(&m.dst_endpoint, e.keys.1, dst_fixed, &m.dst),
             port,
         )
     }
@@ -1231,7 +1225,7 @@ impl Paths {
             v.retain(|(t, _, _)| *t >= settled);
             !v.is_empty()
         });
-        if now.saturating_sub(self.last_expiry) >= 10_000_000_000 {
+        if now.saturating_sub(self.last_expiry) >= crate::ports::EXPIRY_EVERY_NS {
             self.ports.expire(now.saturating_sub(300_000_000_000));
             self.last_expiry = now;
         }
