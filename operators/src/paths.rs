@@ -338,11 +338,15 @@ pub enum PathRecord {
 }
 
 struct Entry {
+    /// The message's id ([`crate::link::message_id`]).
+    id: u64,
     m: Box<Message>,
     /// The message's event time (read while deciding whether a root is ready, without
     /// touching the message).
     event_ns: Time,
+    /// The children's slots ([`Slots`]) and link probabilities.
     children: Vec<(u64, Prob)>,
+    /// The most likely parent's id.
     best: Option<u64>,
     spontaneous: Prob,
     /// [`node_key`](crate::link::node_key)s of the sender and receiver.
@@ -552,14 +556,67 @@ struct Built {
 /// probability.
 type Hypothesis = (Vec<(u64, Option<usize>)>, f64);
 
+/// The messages `paths` holds, in the order they were inserted (event time, then id), each
+/// at a slot number that counts the insertions: a lookup by slot is an index, not a hash, and
+/// the oldest leave from the front.
+#[derive(Default)]
+struct Slots {
+    entries: VecDeque<Entry>,
+    /// Slot of `entries[0]`.
+    base: u64,
+    /// Slot of each message by id.
+    by_id: FastMap<u64, u64>,
+}
+
+impl Slots {
+    fn get(&self, slot: &u64) -> Option<&Entry> {
+        slot.checked_sub(self.base)
+            .and_then(|i| self.entries.get(usize::try_from(i).ok()?))
+    }
+
+    fn get_mut(&mut self, slot: &u64) -> Option<&mut Entry> {
+        slot.checked_sub(self.base)
+            .and_then(|i| self.entries.get_mut(usize::try_from(i).ok()?))
+    }
+
+    /// The slot of message `id`, if held.
+    fn slot(&self, id: u64) -> Option<u64> {
+        self.by_id.get(&id).copied()
+    }
+
+    fn push(&mut self, e: Entry) -> u64 {
+        let slot = self.base + self.entries.len() as u64;
+        self.by_id.insert(e.id, slot);
+        self.entries.push_back(e);
+        slot
+    }
+
+    fn front(&self) -> Option<&Entry> {
+        self.entries.front()
+    }
+
+    fn pop_front(&mut self) {
+        if let Some(e) = self.entries.pop_front() {
+            self.by_id.remove(&e.id);
+            self.base += 1;
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.entries.len()
+    }
+}
+
 /// The state of the `paths` operator.
 struct Paths {
     config: PathsConfig,
-    entries: FastMap<u64, Entry>,
-    /// Links to parents not inserted yet: parent id to (child's event time, child, probability).
+    entries: Slots,
+    /// Links to parents not inserted yet: parent id to (child's event time, child's slot,
+    /// probability).
     orphans: FastMap<u64, Vec<(Time, u64, Prob)>>,
-    order: VecDeque<(Time, u64)>,
-    pending: BTreeSet<(Time, u64)>,
+    /// Roots by the time to judge them, then id, with their slots.
+    pending: BTreeSet<(Time, u64, u64)>,
+    /// Roots not judged yet by event time, then id.
     pending_roots: BTreeSet<(Time, u64)>,
     ports: Ports,
     /// Patterns by the hash of their shape.
@@ -687,12 +744,17 @@ impl Paths {
             keys.1,
             t,
         );
+        let slot = self.entries.base + self.entries.len() as u64;
         for &(p, q) in &l.parents {
-            match self.entries.get_mut(&p) {
-                Some(e) => e.children.push((l.id, q)),
+            match self
+                .entries
+                .slot(p)
+                .and_then(|ps| self.entries.get_mut(&ps))
+            {
+                Some(e) => e.children.push((slot, q)),
                 // The parent's event time (its sender's clock, coarsely aligned) may fall
                 // after the child's: keep the link until the parent comes.
-                None => self.orphans.entry(p).or_default().push((t, l.id, q)),
+                None => self.orphans.entry(p).or_default().push((t, slot, q)),
             }
         }
         let adopted: Vec<(u64, Prob)> = self
@@ -702,21 +764,19 @@ impl Paths {
             .unwrap_or_default();
         let s = f64::from(l.spontaneous) / f64::from(ONE);
         if decide(s, l.best.is_none()) != Decision::False {
-            self.pending.insert((t.saturating_add(self.settle()), l.id));
+            self.pending
+                .insert((t.saturating_add(self.settle()), l.id, slot));
             self.pending_roots.insert((t, l.id));
         }
-        self.order.push_back((t, l.id));
-        self.entries.insert(
-            l.id,
-            Entry {
-                event_ns: t,
-                m: l.message,
-                children: adopted,
-                best: l.best,
-                spontaneous: l.spontaneous,
-                keys,
-            },
-        );
+        self.entries.push(Entry {
+            id: l.id,
+            event_ns: t,
+            m: l.message,
+            children: adopted,
+            best: l.best,
+            spontaneous: l.spontaneous,
+            keys,
+        });
         self.next_snapshot
             .get_or_insert((t / self.config.every_ns + 1) * self.config.every_ns);
     }
@@ -734,8 +794,8 @@ impl Paths {
         stack.clear();
         seen.push(root);
         stack.push(root);
-        while let Some(id) = stack.pop() {
-            let Some(e) = self.entries.get(&id) else {
+        while let Some(slot) = stack.pop() {
+            let Some(e) = self.entries.get(&slot) else {
                 continue;
             };
             for &(c, q) in &e.children {
@@ -743,7 +803,7 @@ impl Paths {
                     continue;
                 };
                 let q = f64::from(q) / f64::from(ONE);
-                if decide(q, ce.best == Some(id)) == Decision::False
+                if decide(q, ce.best == Some(e.id)) == Decision::False
                     || seen.contains(&c)
                     || seen.len() >= 4 * MAX_MESSAGES
                 {
@@ -810,7 +870,7 @@ impl Paths {
                     continue;
                 };
                 let q = f64::from(q) / f64::from(ONE);
-                let is_best = ce.best == Some(id);
+                let is_best = ce.best == Some(e.id);
                 let parent = Some(p.i);
                 match decide_below(q, is_best, probably_false) {
                     Decision::True => {
@@ -1165,11 +1225,11 @@ impl Paths {
 
     /// Finishes the roots that are ready at `now` (all of them when `now` is `None`).
     fn finish_roots(&mut self, now: Option<Time>, out: &mut Vec<PathRecord>) {
-        while let Some(&(ready, root)) = self.pending.first() {
+        while let Some(&(ready, root_id, root)) = self.pending.first() {
             if now.is_some_and(|n| ready >= n) {
                 break;
             }
-            self.pending.remove(&(ready, root));
+            self.pending.remove(&(ready, root_id, root));
             let Some(root_ns) = self.entries.get(&root).map(|e| e.event_ns) else {
                 continue;
             };
@@ -1182,10 +1242,10 @@ impl Paths {
                 && root_ns.saturating_add(self.config.max_path_ns) > ready
             {
                 // A child may still come: look again when it would have.
-                self.pending.insert((settled, root));
+                self.pending.insert((settled, root_id, root));
                 continue;
             }
-            self.pending_roots.remove(&(root_ns, root));
+            self.pending_roots.remove(&(root_ns, root_id));
             let budget = self.config.try_both;
             let mut instances = self.enumerate(root, PROBABLY_FALSE, budget);
             if !self.condition_on_answer(root, &mut instances) {
@@ -1213,12 +1273,11 @@ impl Paths {
     fn expire(&mut self, now: Time) {
         let oldest_root = self.pending_roots.first().map(|r| r.0);
         let settled = now.saturating_sub(self.settle());
-        while let Some(&(t, id)) = self.order.front() {
+        while let Some(t) = self.entries.front().map(|e| e.event_ns) {
             if t >= settled || oldest_root.is_some_and(|r| t >= r) {
                 break;
             }
-            self.order.pop_front();
-            self.entries.remove(&id);
+            self.entries.pop_front();
         }
         // Links whose parent never came (its sender was not observed, or it was late).
         self.orphans.retain(|_, v| {
@@ -1436,9 +1495,8 @@ impl<'scope> BuildPaths<'scope> for Stream<'scope, Time, Vec<Linked>> {
                 let mut held = Some(cap);
                 let mut paths = Paths {
                     config,
-                    entries: FastMap::default(),
+                    entries: Slots::default(),
                     orphans: FastMap::default(),
-                    order: VecDeque::new(),
                     pending: BTreeSet::new(),
                     pending_roots: BTreeSet::new(),
                     ports: Ports::default(),
@@ -1483,7 +1541,7 @@ impl<'scope> BuildPaths<'scope> for Stream<'scope, Time, Vec<Linked>> {
                         let snap = paths.next_snapshot;
                         let msg_ready = next_msg.filter(|t| now.is_none_or(|n| *t < n));
                         if let Some(t) = msg_ready {
-                            if paths.pending.first().is_some_and(|(r, _)| *r <= t)
+                            if paths.pending.first().is_some_and(|(r, _, _)| *r <= t)
                                 && snap.is_none_or(|s| s > t)
                             {
                                 paths.finish_roots(Some(t.saturating_add(1)), &mut out);
