@@ -51,7 +51,8 @@
 //!   `max_patterns` like the others). Saving costs one pass over the pattern table.
 
 use std::cell::RefCell;
-use std::collections::{BTreeSet, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap, VecDeque};
 use std::hash::BuildHasher;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -615,7 +616,7 @@ struct Paths {
     /// probability).
     orphans: FastMap<u64, Vec<(Time, u64, Prob)>>,
     /// Roots by the time to judge them, then id, with their slots.
-    pending: BTreeSet<(Time, u64, u64)>,
+    pending: BinaryHeap<Reverse<(Time, u64, u64)>>,
     /// Roots not judged yet by event time, then id.
     pending_roots: BTreeSet<(Time, u64)>,
     ports: Ports,
@@ -757,15 +758,15 @@ impl Paths {
                 None => self.orphans.entry(p).or_default().push((t, slot, q)),
             }
         }
-        let adopted: Vec<(u64, Prob)> = self
-            .orphans
-            .remove(&l.id)
+        let adopted: Vec<(u64, Prob)> = (!self.orphans.is_empty())
+            .then(|| self.orphans.remove(&l.id))
+            .flatten()
             .map(|v| v.into_iter().map(|(_, c, q)| (c, q)).collect())
             .unwrap_or_default();
         let s = f64::from(l.spontaneous) / f64::from(ONE);
         if decide(s, l.best.is_none()) != Decision::False {
             self.pending
-                .insert((t.saturating_add(self.settle()), l.id, slot));
+                .push(Reverse((t.saturating_add(self.settle()), l.id, slot)));
             self.pending_roots.insert((t, l.id));
         }
         self.entries.push(Entry {
@@ -1225,11 +1226,11 @@ impl Paths {
 
     /// Finishes the roots that are ready at `now` (all of them when `now` is `None`).
     fn finish_roots(&mut self, now: Option<Time>, out: &mut Vec<PathRecord>) {
-        while let Some(&(ready, root_id, root)) = self.pending.first() {
+        while let Some(&Reverse((ready, root_id, root))) = self.pending.peek() {
             if now.is_some_and(|n| ready >= n) {
                 break;
             }
-            self.pending.remove(&(ready, root_id, root));
+            self.pending.pop();
             let Some(root_ns) = self.entries.get(&root).map(|e| e.event_ns) else {
                 continue;
             };
@@ -1242,7 +1243,7 @@ impl Paths {
                 && root_ns.saturating_add(self.config.max_path_ns) > ready
             {
                 // A child may still come: look again when it would have.
-                self.pending.insert((settled, root_id, root));
+                self.pending.push(Reverse((settled, root_id, root)));
                 continue;
             }
             self.pending_roots.remove(&(root_ns, root_id));
@@ -1497,7 +1498,7 @@ impl<'scope> BuildPaths<'scope> for Stream<'scope, Time, Vec<Linked>> {
                     config,
                     entries: Slots::default(),
                     orphans: FastMap::default(),
-                    pending: BTreeSet::new(),
+                    pending: BinaryHeap::new(),
                     pending_roots: BTreeSet::new(),
                     ports: Ports::default(),
                     patterns: FastMap::default(),
@@ -1541,7 +1542,10 @@ impl<'scope> BuildPaths<'scope> for Stream<'scope, Time, Vec<Linked>> {
                         let snap = paths.next_snapshot;
                         let msg_ready = next_msg.filter(|t| now.is_none_or(|n| *t < n));
                         if let Some(t) = msg_ready {
-                            if paths.pending.first().is_some_and(|(r, _, _)| *r <= t)
+                            if paths
+                                .pending
+                                .peek()
+                                .is_some_and(|Reverse((r, _, _))| *r <= t)
                                 && snap.is_none_or(|s| s > t)
                             {
                                 paths.finish_roots(Some(t.saturating_add(1)), &mut out);
