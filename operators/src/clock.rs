@@ -369,8 +369,8 @@ impl PairSeries {
             })
             .collect();
         let mut sorted = residuals.clone();
-        sorted.sort_by(f64::total_cmp);
-        let mad = sorted[sorted.len() / 2];
+        let mid = sorted.len() / 2;
+        let mad = *sorted.select_nth_unstable_by(mid, f64::total_cmp).1;
         let kept: Vec<(Time, f64, f64)> = all
             .iter()
             .zip(&residuals)
@@ -502,8 +502,13 @@ fn feasible_range(points: &[(f64, f64, f64)], max_slope: f64) -> Option<(f64, f6
 }
 
 /// Solves the weighted least-squares offsets of all domains connected to `reference`, from
-/// pairwise differences `x_b - x_a = value` with weights.
-fn solve(reference: &Domain, pairs: &[(Domain, Domain, f64, f64)]) -> BTreeMap<Domain, f64> {
+/// pairwise differences `x_b - x_a = value` with weights, for two sets of values at once
+/// (offsets and drifts share the pairs and the weights, so one elimination serves both, and
+/// each column comes out exactly as it would alone).
+fn solve(
+    reference: &Domain,
+    pairs: &[(Domain, Domain, [f64; 2], f64)],
+) -> BTreeMap<Domain, [f64; 2]> {
     // Domains reachable from the reference.
     let mut reached = vec![reference.clone()];
     let mut grew = true;
@@ -525,8 +530,9 @@ fn solve(reference: &Domain, pairs: &[(Domain, Domain, f64, f64)]) -> BTreeMap<D
         .collect();
     let n = unknowns.len();
     let index: HashMap<&Domain, usize> = unknowns.iter().enumerate().map(|(i, d)| (d, i)).collect();
-    let mut m = vec![vec![0.0f64; n + 1]; n];
-    for (a, b, value, w) in pairs {
+    // The normal equations, with the two right-hand sides in columns n and n + 1.
+    let mut m = vec![vec![0.0f64; n + 2]; n];
+    for (a, b, values, w) in pairs {
         let (ia, ib) = (index.get(a).copied(), index.get(b).copied());
         if !(reached.contains(a) && reached.contains(b)) {
             continue;
@@ -534,14 +540,18 @@ fn solve(reference: &Domain, pairs: &[(Domain, Domain, f64, f64)]) -> BTreeMap<D
         // w * (x_b - x_a - value)^2
         if let Some(i) = ib {
             m[i][i] += w;
-            m[i][n] += w * value;
+            for (k, value) in values.iter().enumerate() {
+                m[i][n + k] += w * value;
+            }
             if let Some(j) = ia {
                 m[i][j] -= w;
             }
         }
         if let Some(j) = ia {
             m[j][j] += w;
-            m[j][n] -= w * value;
+            for (k, value) in values.iter().enumerate() {
+                m[j][n + k] -= w * value;
+            }
             if let Some(i) = ib {
                 m[j][i] -= w;
             }
@@ -570,10 +580,10 @@ fn solve(reference: &Domain, pairs: &[(Domain, Domain, f64, f64)]) -> BTreeMap<D
         }
     }
     let mut out = BTreeMap::new();
-    out.insert(reference.clone(), 0.0);
+    out.insert(reference.clone(), [0.0, 0.0]);
     for (i, d) in unknowns.into_iter().enumerate() {
         if m[i][i].abs() > 1e-30 {
-            out.insert(d, m[i][n] / m[i][i]);
+            out.insert(d, [m[i][n] / m[i][i], m[i][n + 1] / m[i][i]]);
         }
     }
     out
@@ -669,15 +679,13 @@ impl ClockEstimator {
         if self.series.is_empty() {
             return Vec::new();
         }
-        let mut offsets = Vec::new();
-        let mut drifts = Vec::new();
+        let mut pairs = Vec::new();
         let mut errors: BTreeMap<Domain, f64> = BTreeMap::new();
         let mut seconds: BTreeMap<Domain, u64> = BTreeMap::new();
         for ((a, b), s) in &self.series {
             if let Some((off, drift, err)) = s.estimate(at) {
                 let w = 1.0 / ((err + 1.0) * (err + 1.0));
-                offsets.push((a.clone(), b.clone(), off, w));
-                drifts.push((a.clone(), b.clone(), drift, w));
+                pairs.push((a.clone(), b.clone(), [off, drift], w));
                 for d in [a, b] {
                     let e = errors.entry(d.clone()).or_insert(f64::INFINITY);
                     *e = e.min(err);
@@ -693,11 +701,10 @@ impl ClockEstimator {
                 None => return Vec::new(),
             },
         };
-        let off = solve(&reference, &offsets);
-        let drift = solve(&reference, &drifts);
-        off.into_iter()
-            .map(|(domain, offset_ns)| ClockOffset {
-                drift_ppm: drift.get(&domain).copied().unwrap_or(0.0) * 1e6,
+        solve(&reference, &pairs)
+            .into_iter()
+            .map(|(domain, [offset_ns, drift])| ClockOffset {
+                drift_ppm: drift * 1e6,
                 error_ns: if domain == reference {
                     0.0
                 } else {
@@ -837,8 +844,19 @@ fn needs_no_estimate(m: &Message, reference: Option<&Domain>, alignment: &Alignm
     zero && side(m.send_ns, &m.send_domain) && side(m.recv_ns, &m.recv_domain)
 }
 
-/// Each domain's estimates by the second they are for.
-type History = crate::FastMap<Domain, BTreeMap<Time, ClockOffset>>;
+/// Each domain's estimates by the second they are for, in order of `at` (they come in that
+/// order; a repeated `at`, the final report, replaces the one before).
+type History = crate::FastMap<Domain, VecDeque<ClockOffset>>;
+
+/// Adds an estimate to its domain's history, replacing one for the same second.
+fn remember(history: &mut History, o: ClockOffset) {
+    let h = history.entry(o.domain.clone()).or_default();
+    let i = h.partition_point(|e| e.at < o.at);
+    match h.get_mut(i) {
+        Some(e) if e.at == o.at => *e = o,
+        _ => h.insert(i, o),
+    }
+}
 
 /// How far past a message `clock.correct` looks for an estimate when none precedes it (the
 /// first seconds of a domain's evidence); messages wait that long for it.
@@ -858,10 +876,12 @@ fn corrected(
     let raw = raw?;
     let estimate = |d: &Domain| {
         let h = history.get(d)?;
-        h.range(..=at)
-            .next_back()
-            .or_else(|| h.range(at..=at.saturating_add(LOOK_AHEAD_NS)).next())
-            .map(|(_, o)| o)
+        match h.partition_point(|e| e.at <= at) {
+            0 => h
+                .front()
+                .filter(|e| e.at <= at.saturating_add(LOOK_AHEAD_NS)),
+            i => h.get(i - 1),
+        }
     };
     let offset = match domain {
         Some(d) => match estimate(d) {
@@ -958,7 +978,7 @@ impl<'scope> Correct<'scope> for Stream<'scope, Time, Vec<Box<Message>>> {
                     });
                     estimates.for_each(|_cap, batch| {
                         for o in batch.drain(..) {
-                            history.entry(o.domain.clone()).or_default().insert(o.at, o);
+                            remember(&mut history, o);
                         }
                     });
                     let Some(cap) = held.as_mut() else { return };
@@ -987,8 +1007,8 @@ impl<'scope> Correct<'scope> for Stream<'scope, Time, Vec<Box<Message>>> {
                     if let Some(e) = est_now {
                         let oldest = e.saturating_sub(HISTORY_NS);
                         for h in history.values_mut() {
-                            while h.len() > 1 && h.keys().next().is_some_and(|k| *k < oldest) {
-                                h.pop_first();
+                            while h.len() > 1 && h.front().is_some_and(|o| o.at < oldest) {
+                                h.pop_front();
                             }
                         }
                     }
