@@ -29,6 +29,7 @@ pub mod origin;
 pub mod pcap;
 pub mod piped;
 pub mod reader;
+pub mod records;
 pub mod socketlog;
 pub mod stats;
 pub mod tcpstats;

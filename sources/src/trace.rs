@@ -14,6 +14,7 @@ use std::io::{self, Read};
 use crate::observation::{Address, Endpoint, MessageKind, TraceRow};
 use crate::origin::OriginId;
 use crate::pcap::Damage;
+use crate::records::Records;
 use crate::stats::{SkipReason, SourceStats};
 
 /// The columns every message trace must have.
@@ -24,7 +25,7 @@ pub const REQUIRED_COLUMNS: [&str; 4] = ["send_ns", "recv_ns", "src", "dst"];
 pub enum TraceOpenError {
     /// The header row could not be read.
     #[error("cannot read the header row: {0}")]
-    Csv(#[from] csv::Error),
+    Io(#[from] io::Error),
     /// A required column is missing.
     #[error("message trace header lacks column `{missing}` (has: {found})")]
     MissingColumn {
@@ -60,9 +61,8 @@ struct Columns {
 
 /// Streaming reader of message-trace rows.
 pub struct TraceReader<R: Read> {
-    csv: csv::Reader<R>,
+    csv: Records<R>,
     cols: Columns,
-    record: csv::ByteRecord,
     row: u64,
     origin: OriginId,
 }
@@ -70,12 +70,12 @@ pub struct TraceReader<R: Read> {
 impl<R: Read> TraceReader<R> {
     /// Reads the header of the trace in `src`.
     pub fn new(src: R, origin: OriginId) -> Result<Self, TraceOpenError> {
-        // Fields are trimmed as they are read (the csv crate's trimming copies every record).
-        let mut csv = csv::ReaderBuilder::new().flexible(true).from_reader(src);
-        let header: Vec<String> = csv
-            .headers()?
-            .iter()
-            .map(|h| h.trim_ascii().to_ascii_lowercase())
+        // Fields are trimmed as they are read.
+        let mut csv = Records::new(src);
+        csv.read()?;
+        let header: Vec<String> = (0..csv.len())
+            .filter_map(|i| csv.get(i))
+            .map(|h| String::from_utf8_lossy(h.trim_ascii()).to_ascii_lowercase())
             .collect();
         let find = |name: &str| header.iter().position(|h| h == name);
         let need = |name: &'static str| {
@@ -96,7 +96,6 @@ impl<R: Read> TraceReader<R> {
         Ok(TraceReader {
             csv,
             cols,
-            record: csv::ByteRecord::new(),
             row: 0,
             origin,
         })
@@ -104,7 +103,7 @@ impl<R: Read> TraceReader<R> {
 
     /// Byte offset of the next row in the stream.
     pub fn position(&self) -> u64 {
-        self.csv.position().byte()
+        self.csv.position()
     }
 
     /// The next row that parses, or `None` at the end. Rows that do not parse are counted in
@@ -115,28 +114,13 @@ impl<R: Read> TraceReader<R> {
         damage: &mut Vec<Damage>,
     ) -> io::Result<Option<TraceRow>> {
         loop {
-            let offset = self.csv.position().byte();
-            match self.csv.read_byte_record(&mut self.record) {
-                Ok(false) => return Ok(None),
-                Ok(true) => {}
-                Err(e) => {
-                    if let csv::ErrorKind::Io(_) = e.kind() {
-                        return Err(io::Error::other(e.to_string()));
-                    }
-                    stats.record(0, 0);
-                    stats.skip(SkipReason::BadRow);
-                    damage.push(Damage {
-                        offset,
-                        reason: SkipReason::BadRow,
-                        message: e.to_string(),
-                    });
-                    self.row += 1;
-                    continue;
-                }
+            let offset = self.csv.position();
+            if !self.csv.read()? {
+                return Ok(None);
             }
             let row = self.row;
             self.row += 1;
-            let len = self.csv.position().byte().saturating_sub(offset);
+            let len = self.csv.position().saturating_sub(offset);
             match self.parse(row) {
                 Ok(r) => {
                     let Some(ts) = r.send_ns.or(r.recv_ns) else {
@@ -164,9 +148,10 @@ impl<R: Read> TraceReader<R> {
 
     fn parse(&self, row: u64) -> Result<TraceRow, String> {
         let raw = |i: usize| -> Result<&[u8], String> {
-            self.record.get(i).map(<[u8]>::trim_ascii).ok_or_else(|| {
-                format!("has {} fields, column {} missing", self.record.len(), i + 1)
-            })
+            self.csv
+                .get(i)
+                .map(<[u8]>::trim_ascii)
+                .ok_or_else(|| format!("has {} fields, column {} missing", self.csv.len(), i + 1))
         };
         let text = |i: usize, b: &[u8]| -> Result<String, String> {
             std::str::from_utf8(b)
