@@ -268,22 +268,27 @@ impl<'scope> Bounds<'scope> for Stream<'scope, Time, Vec<DelaySample>> {
     fn delay_bounds(self, lateness_ns: Time) -> Stream<'scope, Time, Vec<DelayBounds>> {
         self.unary_frontier(Pipeline, "clock.bounds", |cap, _info| {
             let mut held = Some(cap);
-            let mut open: BTreeMap<(Time, Domain, Domain, u64), DelayBounds> = BTreeMap::new();
+            // By second, then by domain pair and host pair.
+            let mut open: BTreeMap<Time, crate::FastMap<(Domain, Domain, u64), DelayBounds>> =
+                BTreeMap::new();
             move |(input, frontier), output| {
                 input.for_each(|_cap, batch| {
                     for s in batch.drain(..) {
                         let bucket = s.at / BUCKET_NS;
-                        let e = open
-                            .entry((bucket, s.a.clone(), s.b.clone(), s.pair))
-                            .or_insert_with(|| DelayBounds {
-                                a: s.a,
-                                b: s.b,
-                                pair: s.pair,
+                        let second = open.entry(bucket).or_default();
+                        let key = (s.a, s.b, s.pair);
+                        let e = match second.get_mut(&key) {
+                            Some(e) => e,
+                            None => second.entry(key.clone()).or_insert(DelayBounds {
+                                a: key.0,
+                                b: key.1,
+                                pair: key.2,
                                 bucket,
                                 forward: None,
                                 backward: None,
                                 count: 0,
-                            });
+                            }),
+                        };
                         if s.forward {
                             widen(&mut e.forward, s.delay_ns, s.delay_ns);
                         } else {
@@ -299,11 +304,13 @@ impl<'scope> Bounds<'scope> for Stream<'scope, Time, Vec<DelaySample>> {
                 // when all have come.
                 let mut closed = Vec::new();
                 while let Some(entry) = open.first_entry() {
-                    let end = (entry.key().0 + 1) * BUCKET_NS;
+                    let end = (entry.key() + 1) * BUCKET_NS;
                     if now.is_some_and(|n| end.saturating_add(lateness_ns) > n) {
                         break;
                     }
-                    closed.push(entry.remove());
+                    let mut second: Vec<DelayBounds> = entry.remove().into_values().collect();
+                    second.sort_by(|x, y| (&x.a, &x.b, x.pair).cmp(&(&y.a, &y.b, y.pair)));
+                    closed.extend(second);
                 }
                 if !closed.is_empty() {
                     output.session(&*cap).give_iterator(closed.into_iter());
