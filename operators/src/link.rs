@@ -74,6 +74,7 @@ use std::hash::BuildHasher;
 
 use foldhash::fast::FixedState;
 use serde::{Deserialize, Serialize};
+use smallvec::SmallVec;
 use timely::dataflow::Stream;
 use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::Operator;
@@ -393,14 +394,17 @@ const SWEEP_NS: Time = 250_000_000;
 #[derive(Debug)]
 struct ConnLog<T> {
     newest_event_ns: Time,
-    entries: VecDeque<(Time, T)>,
+    /// Inline up to two: most connections carry one request and its answer (a
+    /// connection per request), and a heap allocation per connection cost more than the
+    /// rest of its bookkeeping.
+    entries: SmallVec<[(Time, T); 2]>,
 }
 
 impl<T> Default for ConnLog<T> {
     fn default() -> Self {
         ConnLog {
             newest_event_ns: 0,
-            entries: VecDeque::new(),
+            entries: SmallVec::new(),
         }
     }
 }
@@ -428,16 +432,17 @@ impl<T: Copy> ConnLog<T> {
 
     /// Drops entries more than `span` of local time older than the newest, keeping one.
     fn trim(&mut self, span: Time) {
-        let Some(newest) = self.entries.back().map(|e| e.0) else {
+        let Some(newest) = self.entries.last().map(|e| e.0) else {
             return;
         };
-        while self.entries.len() > 1
-            && self
-                .entries
-                .front()
-                .is_some_and(|e| e.0.saturating_add(span) < newest)
-        {
-            self.entries.pop_front();
+        let old = self
+            .entries
+            .iter()
+            .take(self.entries.len() - 1)
+            .take_while(|e| e.0.saturating_add(span) < newest)
+            .count();
+        if old > 0 {
+            self.entries.drain(..old);
         }
     }
 }
@@ -647,7 +652,7 @@ impl Linker {
         // This send replies to the requests on the connection since the previous send.
         if let Some(recvs) = self.recvs.get(&(node, conn)) {
             let end = recvs.entries.partition_point(|e| e.0 < send);
-            for &(local, (id, request, _)) in recvs.entries.range(..end).rev() {
+            for &(local, (id, request, _)) in recvs.entries[..end].iter().rev() {
                 if previous.is_some_and(|p| local <= p) {
                     break;
                 }
