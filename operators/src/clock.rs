@@ -877,21 +877,20 @@ fn corrected(
     raw: Option<Time>,
     domain: &Option<Domain>,
     at: Time,
-    history: &History,
+    history: &mut Recent<'_>,
     alignment: &Alignment,
 ) -> Option<Time> {
     let raw = raw?;
-    let estimate = |d: &Domain| {
-        let h = history.get(d)?;
+    fn estimate(h: &VecDeque<ClockOffset>, at: Time) -> Option<&ClockOffset> {
         match h.partition_point(|e| e.at <= at) {
             0 => h
                 .front()
                 .filter(|e| e.at <= at.saturating_add(LOOK_AHEAD_NS)),
             i => h.get(i - 1),
         }
-    };
+    }
     let offset = match domain {
-        Some(d) => match estimate(d) {
+        Some(d) => match history.get(d).and_then(|h| estimate(h, at)) {
             Some(o) => o.offset_at(at),
             None => match d {
                 Domain::Origin(o) => alignment.offset(*o) as f64,
@@ -902,6 +901,38 @@ fn corrected(
     };
     // In integers: an f64 holds epoch nanoseconds only to 256 ns.
     Some(raw.saturating_add_signed(-(offset.round() as i64)))
+}
+
+/// [`History`] lookups through a few recent ones, by the domain's name's address (a worker's
+/// messages share their nodes' names): no string is hashed for most timestamps.
+struct Recent<'a> {
+    history: &'a History,
+    recent: [(usize, Option<&'a VecDeque<ClockOffset>>); 4],
+    next: usize,
+}
+
+impl<'a> Recent<'a> {
+    fn new(history: &'a History) -> Self {
+        Recent {
+            history,
+            recent: [(0, None); 4],
+            next: 0,
+        }
+    }
+
+    fn get(&mut self, d: &Domain) -> Option<&'a VecDeque<ClockOffset>> {
+        let key = match d {
+            Domain::Node(n) => Arc::as_ptr(n).cast::<u8>() as usize,
+            Domain::Origin(o) => (o.0 as usize) << 1 | 1,
+        };
+        if let Some((_, h)) = self.recent.iter().find(|r| r.0 == key) {
+            return *h;
+        }
+        let h = self.history.get(d);
+        self.recent[self.next] = (key, h);
+        self.next = (self.next + 1) % self.recent.len();
+        h
+    }
 }
 
 /// A multiset of times that tells its smallest: a min-heap with deletions applied lazily
@@ -998,13 +1029,14 @@ impl<'scope> Correct<'scope> for Stream<'scope, Time, Vec<Box<Message>>> {
                         m.recv_corrected_ns = m.recv_ns;
                         session.give(m);
                     }
+                    let mut recent = Recent::new(&history);
                     while let Some((_, _, mut m)) = waiting.pop_before(est_now) {
                         let at = m.event_ns;
                         times.remove(at);
                         m.send_corrected_ns =
-                            corrected(m.send_ns, &m.send_domain, at, &history, &alignment);
+                            corrected(m.send_ns, &m.send_domain, at, &mut recent, &alignment);
                         m.recv_corrected_ns =
-                            corrected(m.recv_ns, &m.recv_domain, at, &history, &alignment);
+                            corrected(m.recv_ns, &m.recv_domain, at, &mut recent, &alignment);
                         session.give(m);
                     }
                     drop(session);
