@@ -459,8 +459,12 @@ struct Task {
     served: u64,
     /// The request and the answers to the calls made for it: (receive time, id, the
     /// sender's key in link types, whether a request), by receive time.
-    arrivals: Vec<(Time, u64, u64, bool)>,
+    arrivals: TaskArrivals,
 }
+
+/// A task's arrivals: (receive time, id, the sender's key in link types, whether a request),
+/// by receive time; inline up to two (the request and one answer: most tasks).
+type TaskArrivals = SmallVec<[(Time, u64, u64, bool); 2]>;
 
 /// Project 5's overlapping-child penalty: `1/(n + 1)²` for an arrival that is the most likely
 /// cause of `n` sends already (of those before `before_event`, if given: the first's event
@@ -558,7 +562,7 @@ impl Linker {
                     event_ns: a.event_ns,
                     reply_ns,
                     served: endpoint_key(&a.dst_endpoint),
-                    arrivals: vec![entry],
+                    arrivals: smallvec::smallvec![entry],
                 },
             );
             let list = &mut self.node_tasks.entry(a.to).or_default().list;
@@ -1143,7 +1147,7 @@ fn insert_by_local(list: &mut VecDeque<Arrived>, a: Arrived) {
 }
 
 /// Adds an arrival to a task's, in receive-time order.
-fn add_arrival(arrivals: &mut Vec<(Time, u64, u64, bool)>, a: (Time, u64, u64, bool)) {
+fn add_arrival(arrivals: &mut TaskArrivals, a: (Time, u64, u64, bool)) {
     if arrivals.iter().any(|x| x.1 == a.1) {
         return;
     }
