@@ -382,6 +382,18 @@ struct Linker {
     last_expiry: Time,
     /// When [`Linker::expire`] last swept the state.
     last_sweep: Time,
+    /// Buffers [`Linker::link`] reuses from message to message (no allocation per message).
+    scratch: Scratch,
+}
+
+/// Buffers that [`Linker::link`] clears and reuses.
+#[derive(Default)]
+struct Scratch {
+    candidates: Vec<Candidate>,
+    null: Vec<Candidate>,
+    structural: Vec<f64>,
+    learned: Vec<f64>,
+    kinds: Vec<u64>,
 }
 
 /// How often, in event time, `link` sweeps what the frontier has passed.
@@ -771,8 +783,16 @@ impl Linker {
         // loopback, a client process and the server it calls are one node, and the
         // client's next request would otherwise nest in the server's open requests.
         let calls_back = (from == to && !callee).then(|| endpoint_key(&m.dst_endpoint));
-        let mut candidates: Vec<Candidate> = Vec::new();
-        let mut null: Vec<Candidate> = Vec::new();
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let Scratch {
+            candidates,
+            null,
+            structural,
+            learned: learned_weights,
+            kinds,
+        } = &mut scratch;
+        candidates.clear();
+        null.clear();
         // The longest delay both scans could see.
         let mut seen_back: Time = 0;
         let learned = self.config.model == DelayModel::Learned;
@@ -804,7 +824,7 @@ impl Linker {
                 calls_back,
                 before_event: None,
             };
-            self.scan(&scan, &mut candidates);
+            self.scan(&scan, candidates);
             // The same scan at a time shifted into the past, where no send is: what a
             // candidate of each type looks like when it is not the parent.
             // Spread over half to one and a half times `null_shift_ns` by the message's id,
@@ -821,7 +841,7 @@ impl Linker {
                     before_event: Some(m.event_ns - shift),
                     ..scan
                 };
-                self.scan(&null_scan, &mut null);
+                self.scan(&null_scan, null);
                 null.truncate(self.config.max_candidates.max(1));
             }
         }
@@ -837,6 +857,7 @@ impl Linker {
         }
         let Some(d) = estimate.mean(self.config.estimate) else {
             self.set_task(from, conn, m.send_ns, answers);
+            self.scratch = scratch;
             return root(m);
         };
         let d = d.max(1_000.0);
@@ -847,11 +868,12 @@ impl Linker {
         candidates.retain(|c| answers.is_some() || (c.delay as f64) <= horizon);
         candidates.truncate(self.config.max_candidates.max(1));
         const LEARNING: f64 = 50.0;
-        let structural: Vec<f64> = candidates.iter().map(|c| c.weight).collect();
+        structural.clear();
+        structural.extend(candidates.iter().map(|c| c.weight));
         // Each candidate's weight under the learned model alone (1 while its type has no
         // density yet), for learning.
-        let mut learned_weights: Vec<f64> = Vec::with_capacity(candidates.len());
-        for c in &mut candidates {
+        learned_weights.clear();
+        for c in candidates.iter_mut() {
             let exponential = (-(c.delay as f64) / d).exp();
             // WAP5's exponential while the type has few samples.
             let (model, own) = match self.causal.get(&c.kind) {
@@ -884,15 +906,15 @@ impl Linker {
             (-y).exp()
         };
         let total: f64 = spontaneous + candidates.iter().map(|c| c.weight).sum::<f64>();
-        for c in &mut candidates {
+        for c in candidates.iter_mut() {
             c.weight /= total;
         }
         let p_spont = spontaneous / total;
         if learned && answers.is_none() {
             // Each candidate's delay, and each of the null's, by its structural weight.
             let memory = self.config.type_memory;
-            let mut kinds: Vec<u64> = Vec::with_capacity(candidates.len() + null.len());
-            for (c, w) in candidates.iter().zip(&structural) {
+            kinds.clear();
+            for (c, w) in candidates.iter().zip(structural.iter()) {
                 if c.delay > seen_back {
                     continue;
                 }
@@ -911,8 +933,8 @@ impl Linker {
             }
             kinds.sort_unstable();
             kinds.dedup();
-            for k in kinds {
-                if let Some(d) = self.causal.get_mut(&k) {
+            for k in kinds.iter() {
+                if let Some(d) = self.causal.get_mut(k) {
                     d.step(m.event_ns);
                 }
             }
@@ -924,7 +946,7 @@ impl Linker {
             let n = candidates.len() as f64;
             let sum: f64 = learned_weights.iter().sum();
             let memory = self.config.type_memory;
-            for (c, w) in candidates.iter().zip(&learned_weights) {
+            for (c, w) in candidates.iter().zip(learned_weights.iter()) {
                 let p = if sum > 0.0 { w / sum } else { 1.0 / n };
                 if let Some(g) = c.gap {
                     self.densities
@@ -933,14 +955,16 @@ impl Linker {
                         .add(g as f64, p);
                 }
             }
-            let mut kinds: Vec<u64> = candidates
-                .iter()
-                .filter_map(|c| c.gap.map(|_| gap_type(c.kind)))
-                .collect();
+            kinds.clear();
+            kinds.extend(
+                candidates
+                    .iter()
+                    .filter_map(|c| c.gap.map(|_| gap_type(c.kind))),
+            );
             kinds.sort_unstable();
             kinds.dedup();
-            for k in kinds {
-                if let Some(density) = self.densities.get_mut(&k) {
+            for k in kinds.iter() {
+                if let Some(density) = self.densities.get_mut(k) {
                     density.step(m.event_ns);
                 }
             }
@@ -948,7 +972,7 @@ impl Linker {
         let estimate = self.estimates.entry((from, to)).or_default();
         if candidates.iter().map(|c| c.weight).sum::<f64>() > 0.0 {
             let b = estimate.bucket(m.event_ns, width, window);
-            for c in &candidates {
+            for c in candidates.iter() {
                 b.3 += c.weight * c.delay as f64;
                 b.4 += c.weight;
             }
@@ -971,6 +995,7 @@ impl Linker {
             .filter(|c| c.weight >= min || Some(c.id) == best)
             .map(|c| (c.id, to_prob(c.weight)))
             .collect();
+        self.scratch = scratch;
         Linked {
             id,
             message: m,
@@ -1230,6 +1255,7 @@ impl<'scope> Link<'scope> for Stream<'scope, Time, Vec<Box<Message>>> {
                     ports: Ports::with_idle(config.idle_ns),
                     last_expiry: 0,
                     last_sweep: 0,
+                    scratch: Scratch::default(),
                 };
                 let mut waiting_children: Reorder<Box<Message>> = Reorder::default();
                 let mut waiting_arrivals: Reorder<Box<Arrival>> = Reorder::default();
