@@ -57,8 +57,11 @@
 //!   estimate's buckets over `delay_window_ns`; per link type its delay and gap densities (dropped
 //!   when the type is unseen for `delay_window_ns`); the endpoints' port evidence
 //!   ([`Ports`]), forgotten after `idle_ns`. All but the densities and ports are freed as the
-//!   frontier passes them by `2·(x + lateness)`. Memory follows the message rate times `x`,
-//!   never the length of the input.
+//!   frontier passes them by `2·(x + lateness)`. A density or delay estimate unseen for
+//!   `delay_window_ns`, and a node's first-arrival time after a lull, are forgotten when next
+//!   used, and swept only once every later message would forget them too, so that what a
+//!   message is weighed by does not depend on when the sweeps ran. Memory follows the message
+//!   rate times `x`, never the length of the input.
 //! - **Cost**: per message, a hash, binary searches on its connection's sends and receives,
 //!   and two scans over the arrivals of its sender within `x` (at most `8 · max_candidates`
 //!   each: at the send and at the null's time).
@@ -366,7 +369,7 @@ struct Linker {
     causal: FastMap<u64, CausalDensity>,
     /// Per node: its first arrival still held (local time), so that the null scan, which
     /// cannot see before it, is compared with what the scan at the send sees after it.
-    first_arrival: FastMap<u64, Time>,
+    first_arrival: FastMap<u64, (Time, Time, Time)>,
     /// Per (node, connection): the node's sends on it, in its clock, with the task each
     /// belongs to.
     sends: FastMap<(u64, u64), ConnLog<Option<u64>>>,
@@ -523,6 +526,34 @@ fn gap_type(kind: u64) -> u64 {
     kind ^ 0x6761_7020_6761_7020
 }
 
+/// Whether a learned density last stepped at `last_ns` (0: not yet) is forgotten at `t`:
+/// unseen for the delay window. Decided when it is used, so that it does not matter whether
+/// [`Linker::expire`] dropped it first.
+fn stale(last_ns: Time, window: Time, t: Time) -> bool {
+    last_ns != 0 && last_ns.saturating_add(window) <= t
+}
+
+/// The causal density of `kind`, afresh if it is [`stale`] at `t`.
+fn causal_of(
+    causal: &mut FastMap<u64, CausalDensity>,
+    kind: u64,
+    memory: f64,
+    window: Time,
+    t: Time,
+) -> &mut CausalDensity {
+    let d = causal
+        .entry(kind)
+        .or_insert_with(|| CausalDensity::new(memory));
+    if stale(d.last_ns, window, t) {
+        *d = CausalDensity::new(memory);
+    }
+    d
+}
+
+/// A node's first-arrival entry is dropped once its newest arrival is this much older than
+/// what is linked (far longer than the lull after which it starts afresh).
+const FIRST_ARRIVAL_IDLE_NS: Time = 600_000_000_000;
+
 /// Weight of a candidate that belongs to no task.
 const TASKLESS: f64 = 0.1;
 
@@ -542,8 +573,20 @@ impl Linker {
         a.request = ends.dst_fixed;
         // Clients are many nodes of one kind: their messages share a link type.
         a.kind_from = if ends.src_client { CLIENT_KEY } else { a.from };
-        let first = self.first_arrival.entry(a.to).or_insert(a.local_ns);
-        *first = (*first).min(a.local_ns);
+        let keep = (self.config.max_delay_ns)
+            .saturating_add(self.config.lateness_ns)
+            .saturating_mul(2);
+        let first = self
+            .first_arrival
+            .entry(a.to)
+            .or_insert((a.local_ns, a.local_ns, a.event_ns));
+        if a.local_ns.saturating_sub(first.1) > keep {
+            // After a lull, what the null scan can see starts again here.
+            first.0 = a.local_ns;
+        }
+        first.0 = first.0.min(a.local_ns);
+        first.1 = first.1.max(a.local_ns);
+        first.2 = first.2.max(a.event_ns);
         let arrived = Arrived {
             id: a.id,
             from: a.from,
@@ -602,7 +645,11 @@ impl Linker {
         }
     }
 
-    fn expire(&mut self, now: Time) {
+    /// Frees what the frontier `now` has passed. `linked` is the time below which every
+    /// child has been linked (all later ones are at or after it): state whose dropping a
+    /// later message would notice is dropped only when that message would find it stale
+    /// anyway (see [`stale`]), so the output does not depend on when sweeps ran.
+    fn expire(&mut self, now: Time, linked: Time) {
         // A sweep visits every connection and task held: once per `SWEEP_NS` of event time,
         // not at every activation.
         if now < self.last_sweep.saturating_add(SWEEP_NS) {
@@ -627,12 +674,10 @@ impl Linker {
             tasks.list.retain(|t| t.event_ns >= before);
             !tasks.list.is_empty()
         });
-        let (node_tasks, taskless, one_sided) = (&self.node_tasks, &self.taskless, &self.one_sided);
-        self.first_arrival.retain(|node, _| {
-            node_tasks.contains_key(node)
-                || taskless.contains_key(node)
-                || one_sided.contains_key(node)
-        });
+        // A node's first arrival starts afresh after a lull of `keep` (decided as arrivals
+        // come); an entry is dropped once its newest arrival is far older than any lull.
+        self.first_arrival
+            .retain(|_, f| f.2.saturating_add(FIRST_ARRIVAL_IDLE_NS) >= linked);
         self.sends.retain(|_, log| {
             log.trim(keep);
             log.newest_event_ns >= before
@@ -644,15 +689,17 @@ impl Linker {
         self.tasks.retain(|_, t| t.event_ns >= before);
         self.caused.retain(|_, c| c.2 >= before);
         let window = self.config.delay_window_ns;
+        // What `Estimate::trim` at any later message would empty.
+        let width = (window / 8).max(1);
+        let trimmed = linked - linked % width;
         self.estimates.retain(|_, e| {
             e.buckets
                 .back()
-                .is_some_and(|b| b.0.saturating_add(window) > now)
+                .is_some_and(|b| b.0.saturating_add(window) > trimmed)
         });
         self.densities
-            .retain(|_, d| d.last_ns.saturating_add(window) > now);
-        self.causal
-            .retain(|_, d| d.last_ns.saturating_add(window) > now);
+            .retain(|_, d| !stale(d.last_ns, window, linked));
+        self.causal.retain(|_, d| !stale(d.last_ns, window, linked));
         if now.saturating_sub(self.last_expiry) >= crate::ports::EXPIRY_EVERY_NS {
             self.ports.expire(now.saturating_sub(self.config.idle_ns));
             self.last_expiry = now;
@@ -831,7 +878,7 @@ impl Linker {
             // so that a workload periodic in about the shift does not look caused.
             let shift = self.config.null_shift_ns / 2
                 + ((u128::from(self.config.null_shift_ns) * u128::from(id)) >> 64) as Time;
-            let first = self.first_arrival.get(&from).copied().unwrap_or(at);
+            let first = self.first_arrival.get(&from).map_or(at, |f| f.0);
             if learned && at > shift && m.event_ns > shift {
                 // Only delays the null could have seen are compared.
                 seen_back = (at - shift).saturating_sub(first);
@@ -877,7 +924,7 @@ impl Linker {
             let exponential = (-(c.delay as f64) / d).exp();
             // WAP5's exponential while the type has few samples.
             let (model, own) = match self.causal.get(&c.kind) {
-                Some(density) if learned => {
+                Some(density) if learned && !stale(density.last_ns, window, m.event_ns) => {
                     let e = density.samples();
                     let r = density.probability(c.delay as f64);
                     ((e * r + LEARNING * exponential) / (e + LEARNING), r)
@@ -888,7 +935,9 @@ impl Linker {
             // scores only the start of a nesting; its end tells a task that goes on from one
             // that answers at once).
             let gap = match (c.gap, self.densities.get(&gap_type(c.kind))) {
-                (Some(g), Some(density)) if learned => {
+                (Some(g), Some(density))
+                    if learned && !stale(density.last_ns, window, m.event_ns) =>
+                {
                     let e = density.evidence();
                     let r = density.relative(g as f64);
                     ((e * r + LEARNING) / (e + LEARNING), r)
@@ -918,16 +967,12 @@ impl Linker {
                 if c.delay > seen_back {
                     continue;
                 }
-                self.causal
-                    .entry(c.kind)
-                    .or_insert_with(|| CausalDensity::new(memory))
+                causal_of(&mut self.causal, c.kind, memory, window, m.event_ns)
                     .add_candidate(c.delay as f64, *w);
                 kinds.push(c.kind);
             }
             for c in null.iter().filter(|c| c.delay <= seen_back) {
-                self.causal
-                    .entry(c.kind)
-                    .or_insert_with(|| CausalDensity::new(memory))
+                causal_of(&mut self.causal, c.kind, memory, window, m.event_ns)
                     .add_null(c.delay as f64, c.weight);
                 kinds.push(c.kind);
             }
@@ -949,10 +994,14 @@ impl Linker {
             for (c, w) in candidates.iter().zip(learned_weights.iter()) {
                 let p = if sum > 0.0 { w / sum } else { 1.0 / n };
                 if let Some(g) = c.gap {
-                    self.densities
+                    let d = self
+                        .densities
                         .entry(gap_type(c.kind))
-                        .or_insert_with(|| DelayDensity::new(memory))
-                        .add(g as f64, p);
+                        .or_insert_with(|| DelayDensity::new(memory));
+                    if stale(d.last_ns, window, m.event_ns) {
+                        *d = DelayDensity::new(memory);
+                    }
+                    d.add(g as f64, p);
                 }
             }
             kinds.clear();
@@ -1330,8 +1379,8 @@ impl<'scope> Link<'scope> for Stream<'scope, Time, Vec<Box<Message>>> {
                         }
                     }
                     drop(session);
-                    if let Some(n) = now {
-                        linker.expire(n);
+                    if let (Some(n), Some(b)) = (now, bound) {
+                        linker.expire(n, b);
                     }
                     // Everything still to come is linked at or after `bound`.
                     match bound {
