@@ -149,6 +149,21 @@ pub struct LinkConfig {
     pub null_shift_ns: Time,
 }
 
+impl LinkConfig {
+    /// How long `link` keeps what it received: `2·(x + lateness)`, and the lull after which a
+    /// node's arrivals start afresh.
+    fn keep_ns(&self) -> Time {
+        self.max_delay_ns
+            .saturating_add(self.lateness_ns)
+            .saturating_mul(2)
+    }
+
+    /// Width of the delay estimates' buckets: an eighth of the delay window.
+    fn bucket_width_ns(&self) -> Time {
+        (self.delay_window_ns / 8).max(1)
+    }
+}
+
 impl Default for LinkConfig {
     fn default() -> Self {
         LinkConfig {
@@ -367,9 +382,9 @@ struct Linker {
     densities: FastMap<u64, DelayDensity>,
     /// Learned causal delays per link type, against the time-shifted null.
     causal: FastMap<u64, CausalDensity>,
-    /// Per node: its first arrival still held (local time), so that the null scan, which
-    /// cannot see before it, is compared with what the scan at the send sees after it.
-    first_arrival: FastMap<u64, (Time, Time, Time)>,
+    /// Per node: where its arrivals begin, so that the null scan, which cannot see before
+    /// that, is compared with what the scan at the send sees after it.
+    first_arrival: FastMap<u64, FirstArrival>,
     /// Per (node, connection): the node's sends on it, in its clock, with the task each
     /// belongs to.
     sends: FastMap<(u64, u64), ConnLog<Option<u64>>>,
@@ -533,19 +548,18 @@ fn stale(last_ns: Time, window: Time, t: Time) -> bool {
     last_ns != 0 && last_ns.saturating_add(window) <= t
 }
 
-/// The causal density of `kind`, afresh if it is [`stale`] at `t`.
-fn causal_of(
-    causal: &mut FastMap<u64, CausalDensity>,
+/// The density of `kind` in `map`, afresh (`new`) if absent or [`stale`] at `t` (`last`
+/// tells when a density was last stepped).
+fn density_at<D>(
+    map: &mut FastMap<u64, D>,
     kind: u64,
-    memory: f64,
-    window: Time,
-    t: Time,
-) -> &mut CausalDensity {
-    let d = causal
-        .entry(kind)
-        .or_insert_with(|| CausalDensity::new(memory));
-    if stale(d.last_ns, window, t) {
-        *d = CausalDensity::new(memory);
+    (window, t): (Time, Time),
+    new: impl Fn() -> D,
+    last: impl Fn(&D) -> Time,
+) -> &mut D {
+    let d = map.entry(kind).or_insert_with(&new);
+    if stale(last(d), window, t) {
+        *d = new();
     }
     d
 }
@@ -553,6 +567,30 @@ fn causal_of(
 /// A node's first-arrival entry is dropped once its newest arrival is this much older than
 /// what is linked (far longer than the lull after which it starts afresh).
 const FIRST_ARRIVAL_IDLE_NS: Time = 600_000_000_000;
+
+/// Where a node's arrivals begin: its first arrival since the last lull.
+#[derive(Clone, Copy, Debug)]
+struct FirstArrival {
+    /// The first arrival's receive time (the node's clock).
+    first_local: Time,
+    /// The newest arrival's receive time.
+    newest_local: Time,
+    /// The newest arrival's event time, for expiry.
+    newest_event: Time,
+}
+
+impl FirstArrival {
+    /// Notes an arrival; after a lull longer than `lull_ns` (the node's clock), the arrivals
+    /// begin again with it. Decided as arrivals come, not when sweeps run.
+    fn note(&mut self, local_ns: Time, event_ns: Time, lull_ns: Time) {
+        if local_ns.saturating_sub(self.newest_local) > lull_ns {
+            self.first_local = local_ns;
+        }
+        self.first_local = self.first_local.min(local_ns);
+        self.newest_local = self.newest_local.max(local_ns);
+        self.newest_event = self.newest_event.max(event_ns);
+    }
+}
 
 /// Weight of a candidate that belongs to no task.
 const TASKLESS: f64 = 0.1;
@@ -573,20 +611,15 @@ impl Linker {
         a.request = ends.dst_fixed;
         // Clients are many nodes of one kind: their messages share a link type.
         a.kind_from = if ends.src_client { CLIENT_KEY } else { a.from };
-        let keep = (self.config.max_delay_ns)
-            .saturating_add(self.config.lateness_ns)
-            .saturating_mul(2);
-        let first = self
-            .first_arrival
+        let lull = self.config.keep_ns();
+        self.first_arrival
             .entry(a.to)
-            .or_insert((a.local_ns, a.local_ns, a.event_ns));
-        if a.local_ns.saturating_sub(first.1) > keep {
-            // After a lull, what the null scan can see starts again here.
-            first.0 = a.local_ns;
-        }
-        first.0 = first.0.min(a.local_ns);
-        first.1 = first.1.max(a.local_ns);
-        first.2 = first.2.max(a.event_ns);
+            .or_insert(FirstArrival {
+                first_local: a.local_ns,
+                newest_local: a.local_ns,
+                newest_event: a.event_ns,
+            })
+            .note(a.local_ns, a.event_ns, lull);
         let arrived = Arrived {
             id: a.id,
             from: a.from,
@@ -656,11 +689,7 @@ impl Linker {
             return;
         }
         self.last_sweep = now;
-        let keep = self
-            .config
-            .max_delay_ns
-            .saturating_add(self.config.lateness_ns)
-            .saturating_mul(2);
+        let keep = self.config.keep_ns();
         let before = now.saturating_sub(keep);
         for map in [&mut self.taskless, &mut self.one_sided] {
             map.retain(|_, list| {
@@ -677,7 +706,7 @@ impl Linker {
         // A node's first arrival starts afresh after a lull of `keep` (decided as arrivals
         // come); an entry is dropped once its newest arrival is far older than any lull.
         self.first_arrival
-            .retain(|_, f| f.2.saturating_add(FIRST_ARRIVAL_IDLE_NS) >= linked);
+            .retain(|_, f| f.newest_event.saturating_add(FIRST_ARRIVAL_IDLE_NS) >= linked);
         self.sends.retain(|_, log| {
             log.trim(keep);
             log.newest_event_ns >= before
@@ -690,7 +719,7 @@ impl Linker {
         self.caused.retain(|_, c| c.2 >= before);
         let window = self.config.delay_window_ns;
         // What `Estimate::trim` at any later message would empty.
-        let width = (window / 8).max(1);
+        let width = self.config.bucket_width_ns();
         let trimmed = linked - linked % width;
         self.estimates.retain(|_, e| {
             e.buckets
@@ -878,7 +907,7 @@ impl Linker {
             // so that a workload periodic in about the shift does not look caused.
             let shift = self.config.null_shift_ns / 2
                 + ((u128::from(self.config.null_shift_ns) * u128::from(id)) >> 64) as Time;
-            let first = self.first_arrival.get(&from).map_or(at, |f| f.0);
+            let first = self.first_arrival.get(&from).map_or(at, |f| f.first_local);
             if learned && at > shift && m.event_ns > shift {
                 // Only delays the null could have seen are compared.
                 seen_back = (at - shift).saturating_sub(first);
@@ -893,7 +922,7 @@ impl Linker {
             }
         }
         let window = self.config.delay_window_ns;
-        let width = (window / 8).max(1);
+        let width = self.config.bucket_width_ns();
         let estimate = self.estimates.entry((from, to)).or_default();
         // What has left the window goes now, not when `expire` runs.
         estimate.trim(m.event_ns, width, window);
@@ -967,13 +996,25 @@ impl Linker {
                 if c.delay > seen_back {
                     continue;
                 }
-                causal_of(&mut self.causal, c.kind, memory, window, m.event_ns)
-                    .add_candidate(c.delay as f64, *w);
+                density_at(
+                    &mut self.causal,
+                    c.kind,
+                    (window, m.event_ns),
+                    || CausalDensity::new(memory),
+                    |d| d.last_ns,
+                )
+                .add_candidate(c.delay as f64, *w);
                 kinds.push(c.kind);
             }
             for c in null.iter().filter(|c| c.delay <= seen_back) {
-                causal_of(&mut self.causal, c.kind, memory, window, m.event_ns)
-                    .add_null(c.delay as f64, c.weight);
+                density_at(
+                    &mut self.causal,
+                    c.kind,
+                    (window, m.event_ns),
+                    || CausalDensity::new(memory),
+                    |d| d.last_ns,
+                )
+                .add_null(c.delay as f64, c.weight);
                 kinds.push(c.kind);
             }
             kinds.sort_unstable();
@@ -994,14 +1035,14 @@ impl Linker {
             for (c, w) in candidates.iter().zip(learned_weights.iter()) {
                 let p = if sum > 0.0 { w / sum } else { 1.0 / n };
                 if let Some(g) = c.gap {
-                    let d = self
-                        .densities
-                        .entry(gap_type(c.kind))
-                        .or_insert_with(|| DelayDensity::new(memory));
-                    if stale(d.last_ns, window, m.event_ns) {
-                        *d = DelayDensity::new(memory);
-                    }
-                    d.add(g as f64, p);
+                    density_at(
+                        &mut self.densities,
+                        gap_type(c.kind),
+                        (window, m.event_ns),
+                        || DelayDensity::new(memory),
+                        |d| d.last_ns,
+                    )
+                    .add(g as f64, p);
                 }
             }
             kinds.clear();
