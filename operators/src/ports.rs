@@ -15,7 +15,12 @@
 //! Servers are nodes, not addresses: on one host (loopback, or socket-call logs naming
 //! processes) a client process and a server process share an IP.
 //!
-//! State: per endpoint, up to [`FIXED_PEERS`] peers and the time it was last seen; per node
+//! An endpoint first seen speaking with a fixed one is the ephemeral end and is not recorded
+//! (a busy server's clients would fill the table with an endpoint per connection); so an
+//! endpoint that only ever speaks with fixed ports, such as a resolver's socket asking three
+//! DNS servers, stays ephemeral.
+//!
+//! State: per endpoint not yet known to be ephemeral, up to [`FIXED_PEERS`] peers and the time it was last seen; per node
 //! ([`crate::link::node_key`]), whether it has a fixed endpoint. Endpoints not seen for `idle_ns` are forgotten
 //! ([`Ports::expire`]), so the table follows the live endpoints, not the length of the run.
 
@@ -167,13 +172,21 @@ impl Ports {
     /// Notes that `e` (of `node`) exchanged a message with `peer`; returns what the rule of
     /// fixed ports now knows of `e`.
     fn note(&mut self, e: Endpoint, peer: Endpoint, node: u64, t: Time, as_dst: bool) -> Evidence {
-        let seen = self
-            .endpoints
-            .entry(endpoint_key(&e))
-            .or_insert_with(|| Seen {
+        let key = endpoint_key(&e);
+        if !self.endpoints.contains_key(&key) && self.is_fixed_key(endpoint_key(&peer), t) {
+            // A new endpoint speaking with a fixed one is the ephemeral end: the rule says so
+            // with no record of it, and a busy server's clients would otherwise fill the
+            // table with one endpoint per connection.
+            return Evidence {
+                peers: 0,
+                port: e.port,
                 first_dst: as_dst,
-                ..Seen::default()
-            });
+            };
+        }
+        let seen = self.endpoints.entry(key).or_insert_with(|| Seen {
+            first_dst: as_dst,
+            ..Seen::default()
+        });
         if seen.last_ns.saturating_add(self.idle_ns) < t {
             *seen = Seen {
                 first_dst: as_dst,
@@ -198,6 +211,13 @@ impl Ports {
             *s = (*s).max(t);
         }
         evidence
+    }
+
+    /// Whether the endpoint with key `key` has [`FIXED_PEERS`] peers and is not idle at `t`.
+    fn is_fixed_key(&self, key: u64, t: Time) -> bool {
+        self.endpoints.get(&key).is_some_and(|s| {
+            s.peers[FIXED_PEERS - 1] != 0 && s.last_ns.saturating_add(self.idle_ns) >= t
+        })
     }
 
     /// What the rule of fixed ports knows of `e`.
@@ -385,6 +405,21 @@ mod tests {
                 proptest::prop_assert_eq!(ends, expected);
             }
         }
+    }
+
+    #[test]
+    fn clients_of_a_fixed_port_are_not_recorded() {
+        let mut p = Ports::default();
+        let server = a("10.0.0.1:80");
+        for port in 40000..41000 {
+            let client = a(&format!("10.1.0.1:{port}"));
+            p.observe_message(&client, &server, 7, 9, 1);
+            p.observe_message(&server, &client, 9, 7, 2);
+            assert!(p.fixed(&server, &client) && !p.fixed(&client, &server));
+            assert!(p.client(&client, &server, 7));
+        }
+        // The server and its first three clients, which made it fixed.
+        assert_eq!(p.len(), 4);
     }
 
     #[test]
