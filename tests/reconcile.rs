@@ -359,20 +359,45 @@ fn dnat_load_balancer_with_shifted_clocks() {
     assert_eq!(answers.len(), CLOSE_REQUESTS + KEEPALIVE_REQUESTS);
     assert!(answers.iter().all(both), "an answer lacks a side");
     // Corrected one-way latencies are those of veth hops: small, and negative by no more than
-    // the stated errors of the two clocks allow.
-    let stated = |domain: &serde_json::Value| {
+    // the stated errors of the two clocks allow. A message is corrected by the estimate in force
+    // at its event time (the latest at or before it, else the first), and early estimates
+    // state larger errors than the final one: the bound is the largest error stated by the
+    // estimates in force within a second of the message (its event time is its send time in
+    // the reference clock, as the sources aligned it: close to, not exactly, the corrected one).
+    let estimates = |domain: &serde_json::Value| -> Vec<(u64, f64)> {
         records
             .iter()
-            .find(|r| r["kind"] == "clock_offset" && r["final"] == true && r["domain"] == *domain)
-            .and_then(|r| r["error_ms"].as_f64())
-            .unwrap()
+            .filter(|r| r["kind"] == "clock_offset" && r["domain"] == *domain)
+            .map(|r| {
+                (
+                    r["at_ns"].as_u64().unwrap(),
+                    r["error_ms"].as_f64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let stated = |domain: &serde_json::Value, t: u64| -> f64 {
+        let est = estimates(domain);
+        assert!(!est.is_empty(), "no clock estimate for {domain}");
+        let (lo, hi) = (t.saturating_sub(1_000_000_000), t + 1_000_000_000);
+        let in_force_at_lo = est.iter().rev().find(|(at, _)| *at <= lo).or(est.first());
+        in_force_at_lo
+            .into_iter()
+            .chain(est.iter().filter(|(at, _)| *at > lo && *at <= hi))
+            .map(|(_, e)| *e)
+            .fold(0.0, f64::max)
     };
     for m in requests.iter().chain(answers.iter()) {
         let ms = m["network_ms"].as_f64().unwrap();
-        let slack = stated(&m["send_domain"]) + stated(&m["recv_domain"]) + 0.001;
+        let t = m["send_corrected_ns"].as_u64().unwrap();
+        let slack = stated(&m["send_domain"], t) + stated(&m["recv_domain"], t) + 0.001;
         assert!(
             ms >= -slack && ms < 5.0,
-            "network_ms {ms} (slack {slack}) in {m}"
+            "network_ms {ms} (slack {slack}) in {m}; estimates (at_ns, error_ms) of {}: {:?}; of {}: {:?}",
+            m["send_domain"],
+            estimates(&m["send_domain"]),
+            m["recv_domain"],
+            estimates(&m["recv_domain"])
         );
     }
     assert!(
