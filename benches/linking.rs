@@ -10,7 +10,8 @@
 //! `target/bench-data/linking-N/` and kept. Each trace is read once beforehand so that it
 //! is in the page cache; each size runs `--runs` times; the median wall time and the largest
 //! peak RSS are reported. Peak RSS is the child's `ru_maxrss`, taken in a fresh helper process
-//! per run.
+//! per run; the harness also samples the resident set every 100 ms and prints it at each
+//! tenth of the last run of each size, to show whether memory grows with the input.
 //!
 //! Run: `cargo bench --bench linking` or
 //!      `cargo bench --bench linking -- --messages 470000,4700000 --workers 2 --runs 3`
@@ -22,7 +23,7 @@ mod harness;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use harness::{flag, list_flag, measure, measure_child, warm};
+use harness::{flag, list_flag, measure_child, measure_profile, warm};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -40,6 +41,7 @@ fn main() {
         "{:>10} {:>9} {:>12} {:>14} {:>12}",
         "messages", "wall s", "messages/s", "peak RSS MiB", "patterns"
     );
+    let mut profiles = Vec::new();
     for &n in &sizes {
         let dir = data.join(format!("linking-{n}"));
         let trace = dir.join("messages.csv");
@@ -76,10 +78,12 @@ fn main() {
         ];
         let mut walls = Vec::new();
         let mut rss = 0;
+        let mut profile = Vec::new();
         for _ in 0..runs.max(1) {
-            let (wall, kib) = measure(&cmd);
+            let (wall, kib, samples) = measure_profile(&cmd);
             walls.push(wall);
             rss = rss.max(kib);
+            profile = samples;
         }
         walls.sort_by(f64::total_cmp);
         let wall = walls[walls.len() / 2];
@@ -97,5 +101,19 @@ fn main() {
             n as f64 / wall,
             rss as f64 / 1024.0
         );
+        profiles.push((n, profile));
+    }
+    // The resident set of each size's last run at each tenth of its wall time: the input is
+    // read at a steady pace, so a tenth of the time is about a tenth of the trace, and a flat
+    // row is memory that does not grow with the input.
+    println!("RSS MiB at each tenth of the run (last run of each size):");
+    for (n, samples) in profiles {
+        let at: Vec<String> = (1..=10)
+            .filter_map(|k| {
+                let i = (samples.len() * k / 10).checked_sub(1)?;
+                Some(format!("{:.0}", samples[i] as f64 / 1024.0))
+            })
+            .collect();
+        println!("{n:>10}  {}", at.join(" "));
     }
 }

@@ -7,26 +7,50 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-/// Runs in a fresh helper process: spawns the command, waits, prints wall ns and the child's
-/// peak RSS in KiB.
+/// How often [`measure_child`] samples the child's resident set.
+const RSS_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Runs in a fresh helper process: spawns the command, samples its resident set (VmRSS) every
+/// [`RSS_EVERY`] while it runs, waits, and prints wall ns, the child's peak RSS in KiB and the
+/// samples in KiB (comma-separated).
 pub fn measure_child(cmd: &[String]) {
     let start = Instant::now();
-    let status = Command::new(&cmd[0])
+    let mut child = Command::new(&cmd[0])
         .args(&cmd[1..])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
-        .status()
+        .spawn()
         .unwrap();
+    let status_file = format!("/proc/{}/status", child.id());
+    let mut samples = Vec::new();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        let rss = std::fs::read_to_string(&status_file).ok().and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        });
+        samples.extend(rss.map(|kib| kib.to_string()));
+        std::thread::sleep(RSS_EVERY);
+    };
     let wall = start.elapsed().as_nanos();
     assert!(status.success(), "{cmd:?} failed");
     let usage =
         nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN).unwrap();
-    println!("{wall} {}", usage.max_rss());
+    println!("{wall} {} {}", usage.max_rss(), samples.join(","));
 }
 
 /// Runs `cmd` through [`measure_child`] in a fresh copy of this harness: (wall s, peak RSS
 /// KiB).
 pub fn measure(cmd: &[String]) -> (f64, u64) {
+    let (wall, rss, _) = measure_profile(cmd);
+    (wall, rss)
+}
+
+/// [`measure`], and the resident set sampled every [`RSS_EVERY`] while it ran (KiB).
+pub fn measure_profile(cmd: &[String]) -> (f64, u64, Vec<u64>) {
     let out = Command::new(std::env::current_exe().unwrap())
         .arg("--measure")
         .args(cmd)
@@ -41,7 +65,11 @@ pub fn measure(cmd: &[String]) -> (f64, u64) {
     let mut it = text.split_whitespace();
     let wall: f64 = it.next().unwrap().parse::<u128>().unwrap() as f64 / 1e9;
     let rss: u64 = it.next().unwrap().parse().unwrap();
-    (wall, rss)
+    let samples = it
+        .next()
+        .map(|s| s.split(',').map(|k| k.parse().unwrap()).collect())
+        .unwrap_or_default();
+    (wall, rss, samples)
 }
 
 /// Reads `file` once so that it is in the page cache.
