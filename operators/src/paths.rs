@@ -61,6 +61,7 @@ use std::time::{Duration, Instant};
 use causeway_sources::{Address, Time};
 use foldhash::fast::FixedState;
 use serde::{Deserialize, Serialize};
+use smallvec::SmallVec;
 use timely::dataflow::Stream;
 use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::Operator;
@@ -345,8 +346,9 @@ struct Entry {
     /// The message's event time (read while deciding whether a root is ready, without
     /// touching the message).
     event_ns: Time,
-    /// The children's slots ([`Slots`]) and link probabilities.
-    children: Vec<(u64, Prob)>,
+    /// The children's slots ([`Slots`]) and link probabilities (inline: most messages have
+    /// one or two, and walking a tree then reads no other allocation).
+    children: SmallVec<[(u64, Prob); 2]>,
     /// The most likely parent's id.
     best: Option<u64>,
     spontaneous: Prob,
@@ -758,7 +760,7 @@ impl Paths {
                 None => self.orphans.entry(p).or_default().push((t, slot, q)),
             }
         }
-        let adopted: Vec<(u64, Prob)> = (!self.orphans.is_empty())
+        let adopted: SmallVec<[(u64, Prob); 2]> = (!self.orphans.is_empty())
             .then(|| self.orphans.remove(&l.id))
             .flatten()
             .map(|v| v.into_iter().map(|(_, c, q)| (c, q)).collect())
