@@ -989,10 +989,14 @@ impl<'scope> Correct<'scope> for Stream<'scope, Time, Vec<Box<Message>>> {
                 // By the time each is due, then in arrival order.
                 let mut waiting: Reorder<Box<Message>> = Reorder::default();
                 let mut arrived: u64 = 0;
-                // The event times of the waiting messages: the capability stays at the
-                // smallest, so that downstream operators, which order by event time, never
-                // get a message whose time their frontier has passed.
-                let mut times = MinTimes::default();
+                // The capability stays at the smallest event time waiting, so that
+                // downstream operators, which order by event time, never get a message whose
+                // time their frontier has passed. A message is due `delay` after its event
+                // time, so the first due tells the smallest event time, except for messages
+                // that came later than that (due when they came): their event times are kept
+                // here.
+                let delay = LOOK_AHEAD_NS.saturating_add(lateness_ns);
+                let mut late = MinTimes::default();
                 let mut ready: Vec<Box<Message>> = Vec::new();
                 move |(messages, frontier), (estimates, est_frontier), output| {
                     messages.for_each(|cap, batch| {
@@ -1004,13 +1008,11 @@ impl<'scope> Correct<'scope> for Stream<'scope, Time, Vec<Box<Message>>> {
                                 ready.push(m);
                                 continue;
                             }
-                            let due = t.max(
-                                m.event_ns
-                                    .saturating_add(LOOK_AHEAD_NS)
-                                    .saturating_add(lateness_ns),
-                            );
-                            times.insert(m.event_ns);
-                            waiting.push(due, arrived, m);
+                            let on_time = m.event_ns.saturating_add(delay);
+                            if t > on_time {
+                                late.insert(m.event_ns);
+                            }
+                            waiting.push(t.max(on_time), arrived, m);
                             arrived += 1;
                         }
                     });
@@ -1030,9 +1032,11 @@ impl<'scope> Correct<'scope> for Stream<'scope, Time, Vec<Box<Message>>> {
                         session.give(m);
                     }
                     let mut recent = Recent::new(&history);
-                    while let Some((_, _, mut m)) = waiting.pop_before(est_now) {
+                    while let Some((due, _, mut m)) = waiting.pop_before(est_now) {
                         let at = m.event_ns;
-                        times.remove(at);
+                        if due > at.saturating_add(delay) {
+                            late.remove(at);
+                        }
                         m.send_corrected_ns =
                             corrected(m.send_ns, &m.send_domain, at, &mut recent, &alignment);
                         m.recv_corrected_ns =
@@ -1052,7 +1056,12 @@ impl<'scope> Correct<'scope> for Stream<'scope, Time, Vec<Box<Message>>> {
                         }
                     }
                     let both = [frontier.frontier().iter().next().copied(), est_now];
-                    let lowest = match (both[0], times.min()) {
+                    let first = waiting.first().map(|(due, _)| due.saturating_sub(delay));
+                    let waiting_min = match (first, late.min()) {
+                        (Some(a), Some(b)) => Some(a.min(b)),
+                        (a, b) => a.or(b),
+                    };
+                    let lowest = match (both[0], waiting_min) {
                         (Some(f), Some(w)) => Some(f.min(w)),
                         (f, w) => f.or(w),
                     };
