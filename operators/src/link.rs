@@ -385,12 +385,9 @@ struct Linker {
     /// Per node: where its arrivals begin, so that the null scan, which cannot see before
     /// that, is compared with what the scan at the send sees after it.
     first_arrival: FastMap<u64, FirstArrival>,
-    /// Per (node, connection): the node's sends on it, in its clock, with the task each
-    /// belongs to.
-    sends: FastMap<(u64, u64), ConnLog<Option<u64>>>,
-    /// Per (node, connection): the arrivals on it (receive time in the node's clock, id,
-    /// whether a request, the sender as link types name it).
-    recvs: FastMap<(u64, u64), ConnLog<(u64, bool, u64)>>,
+    /// Per (node, connection): what the node sent and received on it (one entry for both,
+    /// which are mostly looked up together).
+    conns: FastMap<(u64, u64), Conn>,
     /// Tasks: the requests a node serves, by the request's id.
     tasks: FastMap<u64, Task>,
     /// Arrivals that are the most likely cause of a send: how many sends, and the event time
@@ -474,6 +471,32 @@ impl<T: Copy> ConnLog<T> {
         if old > 0 {
             self.entries.drain(..old);
         }
+    }
+}
+
+/// What a node sent and received on one connection.
+#[derive(Debug, Default)]
+struct Conn {
+    /// The node's sends, in its clock, with the task each belongs to.
+    sends: ConnLog<Option<u64>>,
+    /// The arrivals (receive time in the node's clock, id, whether a request, the sender as
+    /// link types name it).
+    recvs: ConnLog<(u64, bool, u64)>,
+}
+
+impl Conn {
+    /// Trims both logs to `keep` of local time, and forgets a log whose newest entry is
+    /// older than `before` (as if it had never been); whether anything is left.
+    fn expire(&mut self, keep: Time, before: Time) -> bool {
+        self.sends.trim(keep);
+        if self.sends.newest_event_ns < before {
+            self.sends = ConnLog::default();
+        }
+        self.recvs.trim(keep);
+        if self.recvs.newest_event_ns < before {
+            self.recvs = ConnLog::default();
+        }
+        self.sends.newest_event_ns != 0 || self.recvs.newest_event_ns != 0
     }
 }
 
@@ -632,18 +655,16 @@ impl Linker {
             insert_by_local(self.one_sided.entry(a.to).or_default(), arrived);
             return;
         }
-        self.recvs.entry((a.to, a.conn)).or_default().insert(
-            a.local_ns,
-            a.event_ns,
-            (a.id, a.request, a.kind_from),
+        let c = self.conns.entry((a.to, a.conn)).or_default();
+        c.recvs
+            .insert(a.local_ns, a.event_ns, (a.id, a.request, a.kind_from));
+        // For a request, its reply if sent already; for an answer, the call it answers.
+        let (reply_ns, call) = (
+            c.sends.after(a.local_ns).map(|s| s.0),
+            c.sends.before(a.local_ns, false),
         );
         let entry = (a.local_ns, a.id, a.kind_from, a.request);
         if a.request {
-            let reply_ns = self
-                .sends
-                .get(&(a.to, a.conn))
-                .and_then(|log| log.after(a.local_ns))
-                .map(|s| s.0);
             self.tasks.insert(
                 a.id,
                 Task {
@@ -668,10 +689,7 @@ impl Linker {
         }
         // The answer to a call linked already joins the call's task; any other arrival
         // waits for its call to be linked.
-        let task = self
-            .send_before(a.to, a.conn, a.local_ns)
-            .and_then(|s| s.1)
-            .and_then(|t| self.tasks.get_mut(&t));
+        let task = call.and_then(|s| s.1).and_then(|t| self.tasks.get_mut(&t));
         match task {
             Some(task) => add_arrival(&mut task.arrivals, entry),
             None => insert_by_local(self.taskless.entry(a.to).or_default(), arrived),
@@ -707,14 +725,7 @@ impl Linker {
         // come); an entry is dropped once its newest arrival is far older than any lull.
         self.first_arrival
             .retain(|_, f| f.newest_event.saturating_add(FIRST_ARRIVAL_IDLE_NS) >= linked);
-        self.sends.retain(|_, log| {
-            log.trim(keep);
-            log.newest_event_ns >= before
-        });
-        self.recvs.retain(|_, log| {
-            log.trim(keep);
-            log.newest_event_ns >= before
-        });
+        self.conns.retain(|_, c| c.expire(keep, before));
         self.tasks.retain(|_, t| t.event_ns >= before);
         self.caused.retain(|_, c| c.2 >= before);
         let window = self.config.delay_window_ns;
@@ -738,11 +749,12 @@ impl Linker {
     /// Records a send before it is linked: `link` looks ahead at the sends up to
     /// `order_slack_ns` after a child, as at the arrivals.
     fn depart(&mut self, node: u64, conn: u64, send: Time, event_ns: Time) {
-        let log = self.sends.entry((node, conn)).or_default();
-        let previous = log.before(send, false).map(|s| s.0);
-        log.insert(send, event_ns, None);
+        let c = self.conns.entry((node, conn)).or_default();
+        let previous = c.sends.before(send, false).map(|s| s.0);
+        c.sends.insert(send, event_ns, None);
         // This send replies to the requests on the connection since the previous send.
-        if let Some(recvs) = self.recvs.get(&(node, conn)) {
+        let recvs = &c.recvs;
+        {
             let end = recvs.entries.partition_point(|e| e.0 < send);
             for &(local, (id, request, _)) in recvs.entries[..end].iter().rev() {
                 if previous.is_some_and(|p| local <= p) {
@@ -774,19 +786,14 @@ impl Linker {
 
     /// The first arrival at `node` on `conn` after `t` (the answer to a call sent at `t`).
     fn recv_after(&self, node: u64, conn: u64, t: Time) -> Option<(Time, u64, bool, u64)> {
-        let (r, (id, request, kind_from)) = self.recvs.get(&(node, conn))?.after(t)?;
+        let (r, (id, request, kind_from)) = self.conns.get(&(node, conn))?.recvs.after(t)?;
         Some((r, id, request, kind_from))
     }
 
     /// The latest arrival at `node` on `conn` at or before `t`.
     fn recv_before(&self, node: u64, conn: u64, t: Time) -> Option<(Time, u64, bool)> {
-        let (r, (id, request, _)) = self.recvs.get(&(node, conn))?.before(t, true)?;
+        let (r, (id, request, _)) = self.conns.get(&(node, conn))?.recvs.before(t, true)?;
         Some((r, id, request))
-    }
-
-    /// The latest send by `node` on `conn` before `t`, with its task.
-    fn send_before(&self, node: u64, conn: u64, t: Time) -> Option<(Time, Option<u64>)> {
-        self.sends.get(&(node, conn))?.before(t, false)
     }
 
     /// When task `task` is answered (its node's first send on the request's connection
@@ -1218,7 +1225,7 @@ impl Linker {
         let (Some(s), Some(task)) = (send, task) else {
             return;
         };
-        let Some(log) = self.sends.get_mut(&(node, conn)) else {
+        let Some(log) = self.conns.get_mut(&(node, conn)).map(|c| &mut c.sends) else {
             return;
         };
         let i = log.entries.partition_point(|t| t.0 < s);
@@ -1335,12 +1342,11 @@ impl<'scope> Link<'scope> for Stream<'scope, Time, Vec<Box<Message>>> {
                     taskless: FastMap::default(),
                     one_sided: FastMap::default(),
                     estimates: FastMap::default(),
-                    sends: FastMap::default(),
+                    conns: FastMap::default(),
                     densities: FastMap::default(),
                     causal: FastMap::default(),
                     first_arrival: FastMap::default(),
                     tasks: FastMap::default(),
-                    recvs: FastMap::default(),
                     caused: FastMap::default(),
                     ports: Ports::with_idle(config.idle_ns),
                     last_expiry: 0,
