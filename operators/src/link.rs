@@ -191,7 +191,7 @@ pub struct Linked {
     /// The message, boxed: it is moved through two exchanges and two reorder buffers.
     pub message: Box<Message>,
     /// Candidate parents (ids) and the probability of each link, most recent first.
-    pub parents: Vec<(u64, Prob)>,
+    pub parents: SmallVec<[(u64, Prob); 2]>,
     /// Probability that the message was spontaneous (a root).
     pub spontaneous: Prob,
     /// The most likely option: a parent's id, or `None` for spontaneous.
@@ -818,7 +818,7 @@ impl Linker {
         let root = |m: Box<Message>| Linked {
             id,
             message: m,
-            parents: Vec::new(),
+            parents: SmallVec::new(),
             spontaneous: ONE,
             best: None,
             from_client,
