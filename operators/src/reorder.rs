@@ -2,7 +2,9 @@
 //! has passed them, for operators whose input is mostly, but not exactly, in time order.
 //!
 //! Records appended in order cost a push and a pop. Out-of-order ones make the next release
-//! sort the buffer, a merge of sorted runs (the standard library's stable sort). The records
+//! sort the keys pushed since the buffer was last in order and merge them into the rest from
+//! where the first of them belongs (the standard library's stable sort, on two runs): the
+//! cost follows how far back the late records reach, not how many wait. The records
 //! here are a few hundred bytes, so only their keys are sorted: each record is moved into a
 //! slot when pushed and out of it when released, never by a sort (moving whole records
 //! dominated the profile, first in a `BTreeMap`, then when sorting them in place).
