@@ -364,17 +364,21 @@ fn dnat_load_balancer_with_shifted_clocks() {
     // state larger errors than the final one: the bound is the largest error stated by the
     // estimates in force within a second of the message (its event time is its send time in
     // the reference clock, as the sources aligned it: close to, not exactly, the corrected one).
-    let estimates = |domain: &serde_json::Value| -> Vec<(u64, f64)> {
-        records
-            .iter()
-            .filter(|r| r["kind"] == "clock_offset" && r["domain"] == *domain)
-            .map(|r| {
-                (
-                    r["at_ns"].as_u64().unwrap(),
-                    r["error_ms"].as_f64().unwrap(),
-                )
-            })
-            .collect()
+    let mut by_domain: std::collections::HashMap<String, Vec<(u64, f64)>> = Default::default();
+    for r in records.iter().filter(|r| r["kind"] == "clock_offset") {
+        by_domain
+            .entry(r["domain"].as_str().unwrap().to_owned())
+            .or_default()
+            .push((
+                r["at_ns"].as_u64().unwrap(),
+                r["error_ms"].as_f64().unwrap(),
+            ));
+    }
+    let estimates = |domain: &serde_json::Value| -> &[(u64, f64)] {
+        domain
+            .as_str()
+            .and_then(|d| by_domain.get(d))
+            .map_or(&[], Vec::as_slice)
     };
     let stated = |domain: &serde_json::Value, t: u64| -> f64 {
         let est = estimates(domain);

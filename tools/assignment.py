@@ -132,7 +132,8 @@ def main(path, node, chunk_ms=0.0):
     window = 8_000_000  # a call's task started at most 8 ms before it
     first_kinds = {k[1] for k in model if k[0] == "req" and k[1] != "reply"}
     firsts = [ci for ci in range(len(calls)) if calls[ci][3] in first_kinds]
-    seconds = [ci for ci in range(len(calls)) if ci not in set(firsts)]
+    first_set = set(firsts)
+    seconds = [ci for ci in range(len(calls)) if ci not in first_set]
     second_by_send = sorted(seconds, key=lambda c: calls[c][0])
     second_sends = [calls[c][0] for c in second_by_send]
 

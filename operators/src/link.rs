@@ -587,6 +587,16 @@ fn density_at<D>(
     d
 }
 
+/// [`density_at`] for the learned causal delays of `kind`.
+fn causal_at(
+    map: &mut FastMap<u64, CausalDensity>,
+    kind: u64,
+    at: (Time, Time),
+    memory: f64,
+) -> &mut CausalDensity {
+    density_at(map, kind, at, || CausalDensity::new(memory), |d| d.last_ns)
+}
+
 /// A node's first-arrival entry is dropped once its newest arrival is this much older than
 /// what is linked (far longer than the lull after which it starts afresh).
 const FIRST_ARRIVAL_IDLE_NS: Time = 600_000_000_000;
@@ -658,13 +668,11 @@ impl Linker {
         let c = self.conns.entry((a.to, a.conn)).or_default();
         c.recvs
             .insert(a.local_ns, a.event_ns, (a.id, a.request, a.kind_from));
-        // For a request, its reply if sent already; for an answer, the call it answers.
-        let (reply_ns, call) = (
-            c.sends.after(a.local_ns).map(|s| s.0),
-            c.sends.before(a.local_ns, false),
-        );
+        let sends = &c.sends;
         let entry = (a.local_ns, a.id, a.kind_from, a.request);
         if a.request {
+            // Its reply, if sent already.
+            let reply_ns = sends.after(a.local_ns).map(|s| s.0);
             self.tasks.insert(
                 a.id,
                 Task {
@@ -689,7 +697,10 @@ impl Linker {
         }
         // The answer to a call linked already joins the call's task; any other arrival
         // waits for its call to be linked.
-        let task = call.and_then(|s| s.1).and_then(|t| self.tasks.get_mut(&t));
+        let task = sends
+            .before(a.local_ns, false)
+            .and_then(|s| s.1)
+            .and_then(|t| self.tasks.get_mut(&t));
         match task {
             Some(task) => add_arrival(&mut task.arrivals, entry),
             None => insert_by_local(self.taskless.entry(a.to).or_default(), arrived),
@@ -998,30 +1009,17 @@ impl Linker {
         if learned && answers.is_none() {
             // Each candidate's delay, and each of the null's, by its structural weight.
             let memory = self.config.type_memory;
+            let at = (window, m.event_ns);
             kinds.clear();
             for (c, w) in candidates.iter().zip(structural.iter()) {
                 if c.delay > seen_back {
                     continue;
                 }
-                density_at(
-                    &mut self.causal,
-                    c.kind,
-                    (window, m.event_ns),
-                    || CausalDensity::new(memory),
-                    |d| d.last_ns,
-                )
-                .add_candidate(c.delay as f64, *w);
+                causal_at(&mut self.causal, c.kind, at, memory).add_candidate(c.delay as f64, *w);
                 kinds.push(c.kind);
             }
             for c in null.iter().filter(|c| c.delay <= seen_back) {
-                density_at(
-                    &mut self.causal,
-                    c.kind,
-                    (window, m.event_ns),
-                    || CausalDensity::new(memory),
-                    |d| d.last_ns,
-                )
-                .add_null(c.delay as f64, c.weight);
+                causal_at(&mut self.causal, c.kind, at, memory).add_null(c.delay as f64, c.weight);
                 kinds.push(c.kind);
             }
             kinds.sort_unstable();
