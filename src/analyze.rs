@@ -349,6 +349,7 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
                 DelayModelArg::Learned => DelayModel::Learned,
             },
             lateness_ns: messages_late_ns,
+            match_window_ns: args.match_window.as_nanos() as u64,
             ..LinkConfig::default()
         },
         paths: PathsConfig {

@@ -658,6 +658,12 @@ pub struct AnalyzeArgs {
     /// (WAP5's y). Larger values prefer longer paths.
     #[arg(long, value_name = "Y", default_value_t = 4.0, help_heading = "Paths")]
     pub spontaneous: f64,
+    /// Linking: a node's calls are assigned to the requests they serve jointly, over windows
+    /// of this much event time (each cause taking one call, a further one at a penalty),
+    /// instead of one by one as they come; 0 links each call on its own. Longer windows
+    /// decide better at high parallelism and hold output back longer.
+    #[arg(long, value_name = "DURATION", default_value = "50ms", value_parser = parse_duration, help_heading = "Paths")]
+    pub match_window: Duration,
     /// Linking: how each node pair's mean causal delay is estimated.
     #[arg(long, value_enum, default_value_t = DelayEstimateArg::Smallest, help_heading = "Paths")]
     pub delay_estimate: DelayEstimateArg,

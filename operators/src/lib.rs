@@ -70,6 +70,7 @@ pub(crate) fn follow_frontier_one(
 }
 
 pub mod alert;
+pub mod assign;
 pub mod clock;
 pub mod conn;
 pub mod correlate;

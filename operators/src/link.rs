@@ -44,6 +44,23 @@
 //!   open ones. A call also weighs how typical the time from its answer to its task's reply is
 //!   (learned like the delays): it tells a task that answers right after the call from one
 //!   that goes on calling.
+//! - **Joint decision** (beyond WAP5 and Project 5, which decide each message on its own): a
+//!   node's calls are decided together over match windows (`match_window_ns`, aligned to
+//!   multiples of it). In rounds, every call not decided yet is weighed as above and the calls
+//!   are assigned to their candidates by one minimum-cost assignment ([`Assign`]; cost: the
+//!   negative log probability), each candidate taking one call (a second and third at Project
+//!   5's penalty), a call free to stay undecided at the cost of being spontaneous. The answers
+//!   to undecided calls count as candidates too (weighed by their learned densities): a call
+//!   given one waits for the next round, when that call is decided and its answer has joined
+//!   its task. The others are decided, and the rounds repeat while any is. Then, in time order,
+//!   the replies and the calls left are decided on their own, and the densities learn from the
+//!   decided calls weighed again as of their time, as if decided one by one (learning from the
+//!   rounds' view would teach them what a call's candidates look like before the calls it
+//!   follows are decided). Greedily, in time order, a call takes the candidate that fits it
+//!   best and leaves the next call the rest: at Project 5's parallelism 5 that gave a fifth
+//!   of one node's second calls the wrong task; jointly, most are right. A type's calls take
+//!   part only once the densities of all their candidates' types have seen
+//!   [`MATCH_SAMPLES`] candidates (before, the exponential alone would decide them).
 //! - **Timing**: a message is linked once the frontier is `lateness_ns` (how late upstream
 //!   windows may emit it) plus `order_slack_ns` past it, so that parents whose event times
 //!   carry their senders' residual clock error are in; arrivals and the sends themselves are
@@ -52,7 +69,9 @@
 //!   linked against does not depend on how the frontier moved (the output is the same on any
 //!   number of workers). Candidates below `min_probability` are dropped unless they are the
 //!   most likely option; at most `max_candidates` (the most recent) are kept.
-//! - **State**: per node, the arrivals of the last `x` plus the allowed lateness, and per
+//! - **State**: the sends of each node's open match window (closed, decided and freed as the
+//!   frontier passes the window's end; the capability is held at the first open window's
+//!   start); per node, the arrivals of the last `x` plus the allowed lateness, and per
 //!   connection its send and receive times; per task its arrivals; per node pair the delay
 //!   estimate's buckets over `delay_window_ns`; per link type its delay and gap densities (dropped
 //!   when the type is unseen for `delay_window_ns`); the endpoints' port evidence
@@ -67,10 +86,13 @@
 //!   each: at the send and at the null's time).
 //!   Each arrival carries its task and a copy of the task's reply time, so the scan passes
 //!   over answered tasks without a lookup; an open task costs a set insertion and a map
-//!   lookup or two. A reply looks at its task only; a reply's departure updates the copies on
+//!   lookup or two. A call in a match window is weighed once per round it takes part in
+//!   (most are decided in the first or second) and once more to learn from, plus its share of
+//!   the window's assignment (a shortest-path search per call, which ends at the first free
+//!   candidate it reaches). A reply looks at its task only; a reply's departure updates the copies on
 //!   its task's arrivals (a binary search each).
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use causeway_sources::{Address, Time};
 use std::hash::BuildHasher;
@@ -84,6 +106,7 @@ use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::vec::Map;
 
 use crate::FastMap;
+use crate::assign::Assign;
 use crate::density::{CausalDensity, DelayDensity};
 use crate::message::Message;
 use crate::ports::Ports;
@@ -147,6 +170,11 @@ pub struct LinkConfig {
     /// average (each send's shift is spread over half to one and a half times this): longer
     /// than most causal delays, short enough that the load is alike.
     pub null_shift_ns: Time,
+    /// A node's calls are decided jointly over windows of this much event time (0: each on
+    /// its own, as it comes): the window's calls are assigned to their causes by minimum
+    /// cost, each cause taking one call (a further one at a penalty), instead of each call
+    /// taking the cause that fits it best and leaving the rest to the next.
+    pub match_window_ns: Time,
 }
 
 impl LinkConfig {
@@ -156,6 +184,14 @@ impl LinkConfig {
         self.max_delay_ns
             .saturating_add(self.lateness_ns)
             .saturating_mul(2)
+    }
+
+    /// How long after a node's latest send a task answered then may still be scanned: the
+    /// null scan's reach (one and a half shifts, and a half for margin) and a match window.
+    fn tasks_margin_ns(&self) -> Time {
+        self.null_shift_ns
+            .saturating_mul(2)
+            .saturating_add(self.match_window_ns)
     }
 
     /// Width of the delay estimates' buckets: an eighth of the delay window.
@@ -179,6 +215,7 @@ impl Default for LinkConfig {
             type_memory: 1000.0,
             order_slack_ns: 500_000_000,
             null_shift_ns: 100_000_000,
+            match_window_ns: 50_000_000,
         }
     }
 }
@@ -268,8 +305,9 @@ struct Arrived {
 }
 
 /// The tasks of one node that a scan may still find open: those not answered, and those
-/// answered less than [`NodeTasks::MARGIN_SHIFTS`] null shifts before the node's latest send
-/// (sends come in time order; the null scan looks back at most one and a half shifts).
+/// answered less than [`LinkConfig::tasks_margin_ns`] before the node's latest send taken in
+/// (sends come in time order; a send is weighed up to a match window after it was taken in,
+/// and the null scan looks back at most one and a half shifts).
 /// Compacted whenever the latest send has moved on by [`NodeTasks::COMPACT_NS`], so a
 /// scan visits what the node has in progress and has just finished, not what it received
 /// within `x`.
@@ -284,19 +322,16 @@ struct NodeTasks {
 }
 
 impl NodeTasks {
-    const MARGIN_SHIFTS: u64 = 2;
     const COMPACT_NS: Time = 50_000_000;
 
     /// Notes a send at `at` and drops the tasks no send from now on can find open.
-    fn advance(&mut self, at: Time, null_shift_ns: Time) {
+    fn advance(&mut self, at: Time, margin_ns: Time) {
         self.last_send = self.last_send.max(at);
         if self.last_send < self.compacted.saturating_add(Self::COMPACT_NS) {
             return;
         }
         self.compacted = self.last_send;
-        let done = self
-            .last_send
-            .saturating_sub(null_shift_ns.saturating_mul(Self::MARGIN_SHIFTS));
+        let done = self.last_send.saturating_sub(margin_ns);
         self.list.retain(|t| t.reply_ns.is_none_or(|r| r >= done));
     }
 }
@@ -351,9 +386,27 @@ impl Estimate {
         }
     }
 
-    fn mean(&self, estimate: DelayEstimate) -> Option<f64> {
+    /// The mean at `t` (over the buckets still in the window then), with `extra` as one
+    /// more smallest delay.
+    fn mean_at(
+        &self,
+        t: Time,
+        width: Time,
+        window: Time,
+        extra: Option<Time>,
+        estimate: DelayEstimate,
+    ) -> Option<f64> {
+        let start = t - t % width.max(1);
         let (mut s, mut n, mut ws, mut w) = (0.0, 0.0, 0.0, 0.0);
-        for b in &self.buckets {
+        if let Some(e) = extra {
+            s += e as f64;
+            n += 1.0;
+        }
+        for b in self
+            .buckets
+            .iter()
+            .filter(|b| b.0.saturating_add(window) > start)
+        {
             s += b.1;
             n += b.2;
             ws += b.3;
@@ -397,17 +450,17 @@ struct Linker {
     last_expiry: Time,
     /// When [`Linker::expire`] last swept the state.
     last_sweep: Time,
-    /// Buffers [`Linker::link`] reuses from message to message (no allocation per message).
+    /// Buffers [`Linker::weigh`] reuses from message to message (no allocation per message).
     scratch: Scratch,
+    /// Buffers of the match windows' rounds.
+    matching: Matching,
 }
 
-/// Buffers that [`Linker::link`] clears and reuses.
+/// Buffers that [`Linker::weigh`] and [`Linker::commit`] clear and reuse.
 #[derive(Default)]
 struct Scratch {
     candidates: Vec<Candidate>,
     null: Vec<Candidate>,
-    structural: Vec<f64>,
-    learned: Vec<f64>,
     kinds: Vec<u64>,
 }
 
@@ -548,6 +601,7 @@ struct Scan {
 }
 
 /// A candidate parent as `link` weighs it.
+#[derive(Clone, Copy, Debug)]
 struct Candidate {
     id: u64,
     delay: Time,
@@ -556,7 +610,133 @@ struct Candidate {
     task: Option<u64>,
     /// For a call: the time from its answer to its task's reply, when both are known.
     gap: Option<Time>,
+    /// Its weight by structure alone (penalties), as the scan found it.
+    structural: f64,
+    /// Its weight under the learned densities alone, for learning the gaps.
+    learned: f64,
+    /// Its weight, and once weighed, its probability.
     weight: f64,
+    /// Whether it is the answer to a call not decided yet (a match window's round: such a
+    /// candidate holds the call back until that call is decided).
+    undecided: bool,
+}
+
+impl Candidate {
+    fn new(id: u64, delay: Time, kind: u64, task: Option<u64>, gap: Option<Time>, w: f64) -> Self {
+        Candidate {
+            id,
+            delay,
+            kind,
+            task,
+            gap,
+            structural: w,
+            learned: w,
+            weight: w,
+            undecided: false,
+        }
+    }
+}
+
+/// What weighing a send found besides its candidates ([`Linker::weigh`]).
+#[derive(Clone, Copy, Debug)]
+struct Weighed {
+    /// The probability that it was spontaneous.
+    spontaneous: f64,
+    /// Its smallest candidate delay (WAP5's sample of the pair's mean delay).
+    smallest: Option<Time>,
+}
+
+/// A send as `link` takes it in ([`Linker::prepare`]): what deciding its cause needs.
+#[derive(Clone, Copy, Debug)]
+struct Prep {
+    id: u64,
+    from: u64,
+    to: u64,
+    from_client: bool,
+    /// Whether it starts a path without weighing (a client's, or one without timestamps).
+    root: bool,
+    conn: u64,
+    /// Its send time (the sender's clock), or for a message seen at its receiver alone, the
+    /// receive time.
+    at: Time,
+    event_ns: Time,
+    send_ns: Option<Time>,
+    /// For a message seen at its receiver alone: the receiver (its only possible cause is
+    /// what the receiver sent the sender).
+    only_from: Option<u64>,
+    /// Whether it was sent from a fixed port (an answer or a reply).
+    callee: bool,
+    /// The request it replies to.
+    answers: Option<u64>,
+    child_to: u64,
+    /// When its answer came back (a call).
+    nested_until: Option<Time>,
+    calls_back: Option<u64>,
+}
+
+impl Prep {
+    /// Whether it is a call its node's match window decides jointly.
+    fn is_call(&self) -> bool {
+        !self.root && !self.callee && self.answers.is_none() && self.only_from.is_none()
+    }
+
+    /// Its scan for candidate parents at its time.
+    fn scan(&self) -> Scan {
+        Scan {
+            at: self.at,
+            id: self.id,
+            from: self.from,
+            child_to: self.child_to,
+            only_from: self.only_from,
+            callee: self.callee,
+            nested_until: self.nested_until,
+            calls_back: self.calls_back,
+            before_event: None,
+        }
+    }
+
+    /// It, linked as a root.
+    fn root(&self, m: Box<Message>) -> Linked {
+        Linked {
+            id: self.id,
+            message: m,
+            parents: SmallVec::new(),
+            spontaneous: ONE,
+            best: None,
+            from_client: self.from_client,
+            keys: (self.from, self.to),
+        }
+    }
+}
+
+/// Copies of each candidate parent in a match window's assignment: its first call, a second
+/// and a third at Project 5's overlapping-child penalty.
+const COPIES: usize = 3;
+
+/// How many candidates a link type must have been (faded) before calls with it as a
+/// candidate are decided jointly.
+const MATCH_SAMPLES: f64 = 100.0;
+
+/// The cost of a probability in an assignment: its negative log.
+fn cost(p: f64) -> f64 {
+    -(p.max(1e-12).ln())
+}
+
+/// The buffers of one match window's rounds ([`Linker::flush`]), reused.
+#[derive(Default)]
+struct Matching {
+    /// Every undecided call's candidates, one call after another.
+    arena: Vec<Candidate>,
+    /// The answers to the undecided calls (receive time, id, sender's kind, the call).
+    answers: Vec<(Time, u64, u64, u64)>,
+    /// Per undecided call: its candidates in `arena`, and what weighing it found.
+    rows: Vec<(usize, usize, Option<Weighed>)>,
+    /// Candidate parent id -> its index in `ids`.
+    columns: FastMap<u64, usize>,
+    ids: Vec<u64>,
+    /// How many calls the round gave each candidate parent.
+    uses: Vec<u32>,
+    assign: Assign,
 }
 
 /// The link type under which the gaps of `kind` are learned.
@@ -819,34 +999,46 @@ impl Linker {
         self.reply_of(task).is_some_and(|r| r < t)
     }
 
-    fn link(&mut self, id: u64, m: Box<Message>) -> Linked {
+    /// Takes in a send as children come, in event-time order: what is known of it then (its
+    /// endpoints' roles, the request it replies to, its answer). A root needs nothing more.
+    fn prepare(&mut self, id: u64, m: &Message) -> Prep {
         let from = node_key(&m.src);
         let to = node_key(&m.dst);
         let ends =
             self.ports
                 .observe_message(&m.src_endpoint, &m.dst_endpoint, from, to, m.event_ns);
-        let from_client = ends.src_client;
-        let root = |m: Box<Message>| Linked {
+        let mut p = Prep {
             id,
-            message: m,
-            parents: SmallVec::new(),
-            spontaneous: ONE,
-            best: None,
-            from_client,
-            keys: (from, to),
+            from,
+            to,
+            from_client: ends.src_client,
+            root: ends.src_client,
+            conn: end_key(&m.src_endpoint, &m.dst_endpoint),
+            at: 0,
+            event_ns: m.event_ns,
+            send_ns: m.send_ns,
+            only_from: None,
+            callee: ends.src_fixed,
+            answers: None,
+            child_to: if ends.dst_client { CLIENT_KEY } else { to },
+            nested_until: None,
+            calls_back: None,
         };
-        if from_client {
-            return root(m);
+        if p.root {
+            return p;
         }
-        let conn = end_key(&m.src_endpoint, &m.dst_endpoint);
-        let (at, only_from) = match (m.send_ns, m.recv_ns) {
+        (p.at, p.only_from) = match (m.send_ns, m.recv_ns) {
             (Some(s), _) => (s, None),
             (None, Some(r)) => (r, Some(to)),
-            (None, None) => return root(m),
+            (None, None) => {
+                p.root = true;
+                return p;
+            }
         };
-        if only_from.is_none() {
+        if p.only_from.is_none() {
+            let margin = self.config.tasks_margin_ns();
             if let Some(tasks) = self.node_tasks.get_mut(&from) {
-                tasks.advance(at, self.config.null_shift_ns);
+                tasks.advance(p.at, margin);
             }
         }
         // Beyond WAP5, for request/response connections. A node serves a request as a
@@ -858,120 +1050,86 @@ impl Linker {
         // its later calls), and nested in it (the task is not answered before the call's
         // own answer comes back: Project 5 §5.1); a message that already caused a send is
         // less likely to cause another (Project 5's overlapping-child penalty).
-        let callee = ends.src_fixed;
-        let answers = if callee && only_from.is_none() {
-            self.recv_before(from, conn, at)
-                .filter(|r| r.2 && !self.answered(r.1, at))
-                .map(|r| r.1)
-        } else {
-            None
-        };
-        let child_to = if ends.dst_client { CLIENT_KEY } else { to };
-        let nested_until = if callee || only_from.is_some() {
-            None
-        } else {
-            self.recv_after(from, conn, at)
-        };
+        if p.callee && p.only_from.is_none() {
+            p.answers = self
+                .recv_before(from, p.conn, p.at)
+                .filter(|r| r.2 && !self.answered(r.1, p.at))
+                .map(|r| r.1);
+        }
+        if !p.callee && p.only_from.is_none() {
+            p.nested_until = self.recv_after(from, p.conn, p.at).map(|n| n.0);
+        }
         // A call from a node to an endpoint of its own is not made for a task served at
         // that endpoint (a server does not call the port it serves): on one host, as on
         // loopback, a client process and the server it calls are one node, and the
         // client's next request would otherwise nest in the server's open requests.
-        let calls_back = (from == to && !callee).then(|| endpoint_key(&m.dst_endpoint));
+        p.calls_back = (from == to && !p.callee).then(|| endpoint_key(&m.dst_endpoint));
+        p
+    }
+
+    /// The candidate parents of a prepared send, each with its probability (in
+    /// `scratch.candidates`), and the probability that it was spontaneous; `None` for a root
+    /// (its node pair has no delay estimate yet). Changes nothing but the scratch buffers, so
+    /// that a call can be weighed again after other calls of its node were decided.
+    fn weigh(&mut self, p: &Prep) -> Option<Weighed> {
+        self.weigh_as_of(p, None)
+    }
+
+    /// [`Linker::weigh`], counting as causes (for Project 5's penalty) only the sends caused
+    /// before `before_event`, if given.
+    fn weigh_as_of(&mut self, p: &Prep, before_event: Option<Time>) -> Option<Weighed> {
         let mut scratch = std::mem::take(&mut self.scratch);
-        let Scratch {
-            candidates,
-            null,
-            structural,
-            learned: learned_weights,
-            kinds,
-        } = &mut scratch;
+        let candidates = &mut scratch.candidates;
         candidates.clear();
-        null.clear();
-        // The longest delay both scans could see.
-        let mut seen_back: Time = 0;
         let learned = self.config.model == DelayModel::Learned;
-        if let Some(t) = answers {
+        if let Some(t) = p.answers {
             // A reply: the latest message of its task.
             let latest = self.tasks.get(&t).and_then(|task| {
-                let i = task.arrivals.partition_point(|a| a.0 <= at);
+                let i = task.arrivals.partition_point(|a| a.0 <= p.at);
                 i.checked_sub(1).map(|i| task.arrivals[i])
             });
             if let Some((local, pid, kind_from, request)) = latest {
-                candidates.push(Candidate {
-                    id: pid,
-                    delay: at - local,
-                    kind: link_type(kind_from, request, from, child_to, true),
-                    task: Some(t),
-                    gap: None,
-                    weight: penalty(&self.caused, pid, None),
-                });
+                candidates.push(Candidate::new(
+                    pid,
+                    p.at - local,
+                    link_type(kind_from, request, p.from, p.child_to, true),
+                    Some(t),
+                    None,
+                    penalty(&self.caused, pid, None),
+                ));
             }
         } else {
             let scan = Scan {
-                at,
-                id,
-                from,
-                child_to,
-                only_from,
-                callee,
-                nested_until: nested_until.map(|n| n.0),
-                calls_back,
-                before_event: None,
+                before_event,
+                ..p.scan()
             };
             self.scan(&scan, candidates);
-            // The same scan at a time shifted into the past, where no send is: what a
-            // candidate of each type looks like when it is not the parent.
-            // Spread over half to one and a half times `null_shift_ns` by the message's id,
-            // so that a workload periodic in about the shift does not look caused.
-            let shift = self.config.null_shift_ns / 2
-                + ((u128::from(self.config.null_shift_ns) * u128::from(id)) >> 64) as Time;
-            let first = self.first_arrival.get(&from).map_or(at, |f| f.first_local);
-            if learned && at > shift && m.event_ns > shift {
-                // Only delays the null could have seen are compared.
-                seen_back = (at - shift).saturating_sub(first);
-                let null_scan = Scan {
-                    at: at - shift,
-                    nested_until: scan.nested_until.map(|n| n.saturating_sub(shift)),
-                    before_event: Some(m.event_ns - shift),
-                    ..scan
-                };
-                self.scan(&null_scan, null);
-                null.truncate(self.config.max_candidates.max(1));
-            }
         }
+        // The smallest delay is WAP5's sample of the pair's mean delay.
+        let smallest = candidates.first().map(|c| c.delay);
         let window = self.config.delay_window_ns;
         let width = self.config.bucket_width_ns();
-        let estimate = self.estimates.entry((from, to)).or_default();
-        // What has left the window goes now, not when `expire` runs.
-        estimate.trim(m.event_ns, width, window);
-        if let Some(c) = candidates.first() {
-            let b = estimate.bucket(m.event_ns, width, window);
-            b.1 += c.delay as f64;
-            b.2 += 1.0;
-        }
-        let Some(d) = estimate.mean(self.config.estimate) else {
-            self.set_task(from, conn, m.send_ns, answers);
+        let d = self.estimates.get(&(p.from, p.to)).map_or_else(
+            || smallest.map(|s| s as f64),
+            |e| e.mean_at(p.event_ns, width, window, smallest, self.config.estimate),
+        );
+        let Some(d) = d else {
             self.scratch = scratch;
-            return root(m);
+            return None;
         };
         let d = d.max(1_000.0);
         let y = self.config.spontaneous_factor;
         // WAP5's exponential only counts recent candidates; a learned density may put the
         // typical delay well past its horizon.
         let horizon = if learned { f64::MAX } else { d * (y + 7.0) };
-        candidates.retain(|c| answers.is_some() || (c.delay as f64) <= horizon);
+        candidates.retain(|c| p.answers.is_some() || (c.delay as f64) <= horizon);
         candidates.truncate(self.config.max_candidates.max(1));
         const LEARNING: f64 = 50.0;
-        structural.clear();
-        structural.extend(candidates.iter().map(|c| c.weight));
-        // Each candidate's weight under the learned model alone (1 while its type has no
-        // density yet), for learning.
-        learned_weights.clear();
         for c in candidates.iter_mut() {
             let exponential = (-(c.delay as f64) / d).exp();
             // WAP5's exponential while the type has few samples.
             let (model, own) = match self.causal.get(&c.kind) {
-                Some(density) if learned && !stale(density.last_ns, window, m.event_ns) => {
+                Some(density) if learned && !stale(density.last_ns, window, p.event_ns) => {
                     let e = density.samples();
                     let r = density.probability(c.delay as f64);
                     ((e * r + LEARNING * exponential) / (e + LEARNING), r)
@@ -983,7 +1141,7 @@ impl Linker {
             // that answers at once).
             let gap = match (c.gap, self.densities.get(&gap_type(c.kind))) {
                 (Some(g), Some(density))
-                    if learned && !stale(density.last_ns, window, m.event_ns) =>
+                    if learned && !stale(density.last_ns, window, p.event_ns) =>
                 {
                     let e = density.evidence();
                     let r = density.relative(g as f64);
@@ -991,12 +1149,14 @@ impl Linker {
                 }
                 _ => (1.0, 1.0),
             };
-            learned_weights.push(c.weight * own * gap.1);
-            c.weight *= model * gap.0;
+            // The weight under the learned model alone (1 while its type has no density
+            // yet), for learning.
+            c.learned = c.structural * own * gap.1;
+            c.weight = c.structural * model * gap.0;
         }
         // A reply has no spontaneous alternative (beyond WAP5, which keeps it for every
         // message).
-        let spontaneous = if answers.is_some() && !candidates.is_empty() {
+        let spontaneous = if p.answers.is_some() && !candidates.is_empty() {
             0.0
         } else {
             (-y).exp()
@@ -1005,17 +1165,55 @@ impl Linker {
         for c in candidates.iter_mut() {
             c.weight /= total;
         }
-        let p_spont = spontaneous / total;
-        if learned && answers.is_none() {
+        self.scratch = scratch;
+        Some(Weighed {
+            spontaneous: spontaneous / total,
+            smallest,
+        })
+    }
+
+    /// Learns from a weighed send's candidates: their delays against the time-shifted null's
+    /// (the causal densities), and the gaps from calls' answers to their tasks' replies.
+    fn learn(&mut self, p: &Prep, candidates: &[Candidate]) {
+        let learned = self.config.model == DelayModel::Learned;
+        let window = self.config.delay_window_ns;
+        let mut scratch = std::mem::take(&mut self.scratch);
+        if learned && p.answers.is_none() {
+            // The same scan at a time shifted into the past, where no send is: what a
+            // candidate of each type looks like when it is not the parent.
+            // Spread over half to one and a half times `null_shift_ns` by the message's id,
+            // so that a workload periodic in about the shift does not look caused.
+            let shift = self.config.null_shift_ns / 2
+                + ((u128::from(self.config.null_shift_ns) * u128::from(p.id)) >> 64) as Time;
+            let first = self
+                .first_arrival
+                .get(&p.from)
+                .map_or(p.at, |f| f.first_local);
+            let null = &mut scratch.null;
+            null.clear();
+            // The longest delay both scans could see.
+            let mut seen_back: Time = 0;
+            if p.at > shift && p.event_ns > shift {
+                // Only delays the null could have seen are compared.
+                seen_back = (p.at - shift).saturating_sub(first);
+                let scan = p.scan();
+                let null_scan = Scan {
+                    at: p.at - shift,
+                    nested_until: scan.nested_until.map(|n| n.saturating_sub(shift)),
+                    before_event: Some(p.event_ns - shift),
+                    ..scan
+                };
+                self.scan(&null_scan, null);
+                null.truncate(self.config.max_candidates.max(1));
+            }
             // Each candidate's delay, and each of the null's, by its structural weight.
             let memory = self.config.type_memory;
-            let at = (window, m.event_ns);
+            let at = (window, p.event_ns);
+            let kinds = &mut scratch.kinds;
             kinds.clear();
-            for (c, w) in candidates.iter().zip(structural.iter()) {
-                if c.delay > seen_back {
-                    continue;
-                }
-                causal_at(&mut self.causal, c.kind, at, memory).add_candidate(c.delay as f64, *w);
+            for c in candidates.iter().filter(|c| c.delay <= seen_back) {
+                causal_at(&mut self.causal, c.kind, at, memory)
+                    .add_candidate(c.delay as f64, c.structural);
                 kinds.push(c.kind);
             }
             for c in null.iter().filter(|c| c.delay <= seen_back) {
@@ -1026,7 +1224,7 @@ impl Linker {
             kinds.dedup();
             for k in kinds.iter() {
                 if let Some(d) = self.causal.get_mut(k) {
-                    d.step(m.event_ns);
+                    d.step(p.event_ns);
                 }
             }
         }
@@ -1035,21 +1233,22 @@ impl Linker {
             // candidate counts its probability under the learned model (all alike at first:
             // Project 5's 1/N).
             let n = candidates.len() as f64;
-            let sum: f64 = learned_weights.iter().sum();
+            let sum: f64 = candidates.iter().map(|c| c.learned).sum();
             let memory = self.config.type_memory;
-            for (c, w) in candidates.iter().zip(learned_weights.iter()) {
-                let p = if sum > 0.0 { w / sum } else { 1.0 / n };
+            for c in candidates.iter() {
+                let q = if sum > 0.0 { c.learned / sum } else { 1.0 / n };
                 if let Some(g) = c.gap {
                     density_at(
                         &mut self.densities,
                         gap_type(c.kind),
-                        (window, m.event_ns),
+                        (window, p.event_ns),
                         || DelayDensity::new(memory),
                         |d| d.last_ns,
                     )
-                    .add(g as f64, p);
+                    .add(g as f64, q);
                 }
             }
+            let kinds = &mut scratch.kinds;
             kinds.clear();
             kinds.extend(
                 candidates
@@ -1060,45 +1259,307 @@ impl Linker {
             kinds.dedup();
             for k in kinds.iter() {
                 if let Some(density) = self.densities.get_mut(k) {
-                    density.step(m.event_ns);
+                    density.step(p.event_ns);
                 }
             }
         }
-        let estimate = self.estimates.entry((from, to)).or_default();
+        self.scratch = scratch;
+    }
+
+    /// Decides a weighed send (`candidates` and `weighed` from [`Linker::weigh`]): learns
+    /// from its candidates if `learn`, records its most likely cause (`chosen`, when its
+    /// node's calls were decided jointly; else the most likely candidate) and its task, and
+    /// gives it out.
+    fn commit(
+        &mut self,
+        p: &Prep,
+        m: Box<Message>,
+        candidates: &[Candidate],
+        weighed: Option<Weighed>,
+        chosen: Option<u64>,
+        learn: bool,
+    ) -> Linked {
+        let Some(Weighed {
+            spontaneous: p_spont,
+            smallest,
+        }) = weighed
+        else {
+            self.set_task(p.from, p.conn, p.send_ns, p.answers);
+            return p.root(m);
+        };
+        let window = self.config.delay_window_ns;
+        let width = self.config.bucket_width_ns();
+        let estimate = self.estimates.entry((p.from, p.to)).or_default();
+        // What has left the window goes now, not when `expire` runs.
+        estimate.trim(p.event_ns, width, window);
+        if let Some(s) = smallest {
+            let b = estimate.bucket(p.event_ns, width, window);
+            b.1 += s as f64;
+            b.2 += 1.0;
+        }
+        if learn {
+            self.learn(p, candidates);
+        }
+        let estimate = self.estimates.entry((p.from, p.to)).or_default();
         if candidates.iter().map(|c| c.weight).sum::<f64>() > 0.0 {
-            let b = estimate.bucket(m.event_ns, width, window);
+            let b = estimate.bucket(p.event_ns, width, window);
             for c in candidates.iter() {
                 b.3 += c.weight * c.delay as f64;
                 b.4 += c.weight;
             }
         }
-        let best = candidates
-            .iter()
-            .filter(|c| c.weight > p_spont)
-            .max_by(|a, b| a.weight.total_cmp(&b.weight).then(b.delay.cmp(&a.delay)));
-        let task = answers.or_else(|| best.and_then(|c| c.task));
+        let best = match chosen {
+            Some(id) => candidates.iter().find(|c| c.id == id),
+            None => candidates
+                .iter()
+                .filter(|c| c.weight > p_spont)
+                .max_by(|a, b| a.weight.total_cmp(&b.weight).then(b.delay.cmp(&a.delay))),
+        };
+        let task = p.answers.or_else(|| best.and_then(|c| c.task));
         let best = best.map(|c| c.id);
         if let Some(b) = best {
-            let e = self.caused.entry(b).or_insert((0, m.event_ns, m.event_ns));
+            let e = self.caused.entry(b).or_insert((0, p.event_ns, p.event_ns));
             e.0 += 1;
-            e.2 = e.2.max(m.event_ns);
+            e.2 = e.2.max(p.event_ns);
         }
-        self.set_task(from, conn, m.send_ns, task);
+        self.set_task(p.from, p.conn, p.send_ns, task);
         let min = self.config.min_probability;
         let parents = candidates
             .iter()
             .filter(|c| c.weight >= min || Some(c.id) == best)
             .map(|c| (c.id, to_prob(c.weight)))
             .collect();
-        self.scratch = scratch;
         Linked {
-            id,
+            id: p.id,
             message: m,
             parents,
             spontaneous: to_prob(p_spont),
             best,
-            from_client,
-            keys: (from, to),
+            from_client: p.from_client,
+            keys: (p.from, p.to),
+        }
+    }
+
+    /// Learns from a send decided already, weighed again as of its time.
+    fn learn_again(&mut self, p: &Prep) {
+        if self.weigh_as_of(p, Some(p.event_ns)).is_some() {
+            let candidates = std::mem::take(&mut self.scratch.candidates);
+            self.learn(p, &candidates);
+            self.scratch.candidates = candidates;
+        }
+    }
+
+    /// Links a send on its own, at once: weighs it and takes its most likely cause.
+    fn link_now(&mut self, p: &Prep, m: Box<Message>) -> Linked {
+        if p.root {
+            return p.root(m);
+        }
+        let weighed = self.weigh(p);
+        let candidates = std::mem::take(&mut self.scratch.candidates);
+        let linked = self.commit(p, m, &candidates, weighed, None, true);
+        self.scratch.candidates = candidates;
+        linked
+    }
+
+    /// Decides the sends one node made in one match window ([`LinkConfig::match_window_ns`]),
+    /// in time order: first its calls jointly, by rounds of minimum-cost assignment
+    /// ([`Assign`]) of calls to candidate parents (each parent causing one call, a second
+    /// and third at Project 5's overlapping-child penalty; a call may stay undecided), the
+    /// calls assigned in a round decided (their answers join their tasks and become the
+    /// candidates of the calls that follow them), the rest weighed again in the next round;
+    /// then, in time order, the replies and whatever no round decided, each by its most
+    /// likely cause.
+    fn flush(&mut self, sends: Vec<(Prep, Box<Message>)>, out: &mut Vec<Linked>) {
+        const ROUNDS: usize = 8;
+        let mut sends: Vec<Option<(Prep, Box<Message>)>> = sends.into_iter().map(Some).collect();
+        let mut undecided: Vec<usize> = sends
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.as_ref().is_some_and(|(p, _)| p.is_call()))
+            .map(|(i, _)| i)
+            .collect();
+        let mut state = std::mem::take(&mut self.matching);
+        // The calls decided by rounds, to learn from as if decided in time order.
+        let mut learn_later: Vec<Prep> = Vec::new();
+        for _ in 0..ROUNDS {
+            if undecided.is_empty() {
+                break;
+            }
+            let Matching {
+                arena,
+                answers,
+                rows,
+                columns,
+                ids,
+                uses,
+                assign,
+            } = &mut state;
+            arena.clear();
+            rows.clear();
+            columns.clear();
+            ids.clear();
+            // The answers to the undecided calls: (receive time, id, sender as link types
+            // name it, the call's id), by time.
+            answers.clear();
+            for &i in undecided.iter() {
+                let Some((p, _)) = &sends[i] else { continue };
+                if let Some((r, aid, false, kind_from)) = self.recv_after(p.from, p.conn, p.at) {
+                    answers.push((r, aid, kind_from, p.id));
+                }
+            }
+            answers.sort_unstable();
+            for &i in undecided.iter() {
+                let Some((p, _)) = &sends[i] else { continue };
+                let mut weighed = self.weigh(p);
+                // Only a call whose candidates' types are learned takes part: before, its
+                // candidates would be weighed by the exponential alone, and a call
+                // assigned on it, before the calls it follows are, would teach the
+                // densities what the candidates look like while they are not (its task's
+                // request, not the answer it followed).
+                let learned = self.scratch.candidates.iter().all(|c| {
+                    self.causal.get(&c.kind).is_some_and(|d| {
+                        d.samples() >= MATCH_SAMPLES
+                            && !stale(d.last_ns, self.config.delay_window_ns, p.event_ns)
+                    })
+                });
+                if !learned {
+                    weighed = None;
+                }
+                let start = arena.len();
+                if let Some(w) = weighed.as_mut() {
+                    arena.extend_from_slice(&self.scratch.candidates);
+                    // The answers of the calls still undecided that came before this one:
+                    // what it may have followed once they are decided (it is then weighed
+                    // again). Without them, a call that followed one of them would be
+                    // assigned now to the best of the rest.
+                    let x = self.config.max_delay_ns;
+                    let lo = answers.partition_point(|a| a.0.saturating_add(x) < p.at);
+                    let hi = answers.partition_point(|a| a.0 <= p.at);
+                    let spontaneous = (-self.config.spontaneous_factor).exp();
+                    // The weights so far, back to before they were normalised.
+                    let scale = spontaneous / w.spontaneous.max(1e-300);
+                    let mut added = 0.0;
+                    for &(r, aid, kind_from, of) in answers[lo..hi].iter().rev() {
+                        if of == p.id || arena.len() - start >= 2 * self.config.max_candidates {
+                            continue;
+                        }
+                        let kind = link_type(kind_from, false, p.from, p.child_to, false);
+                        let Some(d) = self.causal.get(&kind).filter(|d| {
+                            d.samples() >= MATCH_SAMPLES
+                                && !stale(d.last_ns, self.config.delay_window_ns, p.event_ns)
+                        }) else {
+                            continue;
+                        };
+                        let q = d.probability((p.at - r) as f64);
+                        if q <= 0.0 {
+                            continue;
+                        }
+                        let mut c = Candidate::new(aid, p.at - r, kind, None, None, q / scale);
+                        c.undecided = true;
+                        arena.push(c);
+                        added += q / scale;
+                    }
+                    if added > 0.0 {
+                        let total = 1.0 + added;
+                        for c in &mut arena[start..] {
+                            c.weight /= total;
+                        }
+                        w.spontaneous /= total;
+                    }
+                }
+                rows.push((start, arena.len(), weighed));
+                for c in &arena[start..] {
+                    columns.entry(c.id).or_insert_with(|| {
+                        ids.push(c.id);
+                        ids.len() - 1
+                    });
+                }
+            }
+            assign.clear(ids.len() * COPIES);
+            for &(start, end, weighed) in rows.iter() {
+                let Some(w) = weighed else {
+                    assign.row(0.0);
+                    continue;
+                };
+                assign.row(cost(w.spontaneous));
+                for c in &arena[start..end] {
+                    let column = columns[&c.id] * COPIES;
+                    for copy in 0..COPIES {
+                        // Project 5's overlapping-child penalty, 1/(n + 1)² for the n-th
+                        // further child.
+                        let extra = 2.0 * ((copy + 1) as f64).ln();
+                        assign.edge(column + copy, cost(c.weight) + extra);
+                    }
+                }
+            }
+            let solution = assign.solve();
+            uses.clear();
+            uses.resize(ids.len(), 0);
+            for &c in solution.iter().filter(|&&c| c != crate::assign::NONE) {
+                uses[c as usize / COPIES] += 1;
+            }
+            let mut decided = 0;
+            for (row, &i) in undecided.iter().enumerate() {
+                let c = solution[row];
+                if c == crate::assign::NONE {
+                    continue;
+                }
+                let chosen = ids[c as usize / COPIES];
+                let (start, end, weighed) = rows[row];
+                let Some(mut w) = weighed else { continue };
+                // A call given an answer still undecided waits for the next round; the
+                // others are decided on their own candidates.
+                if arena[start..end]
+                    .iter()
+                    .any(|c| c.id == chosen && c.undecided)
+                {
+                    continue;
+                }
+                let end = start
+                    + arena[start..end]
+                        .iter()
+                        .take_while(|c| !c.undecided)
+                        .count();
+                // A candidate this round gave to other calls weighs what a parent of as many
+                // calls does (Project 5's penalty), and the weights are normalised again.
+                let candidates = &mut arena[start..end];
+                for c in candidates.iter_mut() {
+                    let others = uses[columns[&c.id]] - u32::from(c.id == chosen);
+                    if others > 0 {
+                        c.weight /= f64::from(others + 1).powi(2);
+                    }
+                }
+                let total = w.spontaneous + candidates.iter().map(|c| c.weight).sum::<f64>();
+                for c in candidates.iter_mut() {
+                    c.weight /= total;
+                }
+                w.spontaneous /= total;
+                let Some((p, m)) = sends[i].take() else {
+                    continue;
+                };
+                out.push(self.commit(&p, m, &arena[start..end], Some(w), Some(chosen), false));
+                learn_later.push(p);
+                decided += 1;
+            }
+            undecided.retain(|&i| sends[i].is_some());
+            if decided == 0 {
+                break;
+            }
+        }
+        self.matching = state;
+        // In time order: what the rounds decided is learned from (weighed again, now that
+        // the calls before it are decided, as it would have been in time order), the rest
+        // decided one by one.
+        learn_later.sort_by_key(|q| (q.event_ns, q.at, q.id));
+        let mut later = learn_later.into_iter().peekable();
+        for (p, m) in sends.into_iter().flatten() {
+            while let Some(q) = later.next_if(|q| (q.event_ns, q.at) <= (p.event_ns, p.at)) {
+                self.learn_again(&q);
+            }
+            out.push(self.link_now(&p, m));
+        }
+        for q in later {
+            self.learn_again(&q);
         }
     }
 
@@ -1140,14 +1601,14 @@ impl Linker {
                 if a.from != only || a.id == id {
                     continue;
                 }
-                candidates.push(Candidate {
-                    id: a.id,
-                    delay: at - a.local_ns,
-                    kind: link_type(a.kind_from, a.request, from, child_to, false),
-                    task: None,
-                    gap: None,
-                    weight: penalty(&self.caused, a.id, before_event),
-                });
+                candidates.push(Candidate::new(
+                    a.id,
+                    at - a.local_ns,
+                    link_type(a.kind_from, a.request, from, child_to, false),
+                    None,
+                    None,
+                    penalty(&self.caused, a.id, before_event),
+                ));
             }
             return;
         }
@@ -1176,16 +1637,16 @@ impl Linker {
                 if at - local > x {
                     continue;
                 }
-                candidates.push(Candidate {
-                    id: aid,
-                    delay: at - local,
-                    kind: link_type(kind_from, request, from, child_to, false),
-                    task: Some(t.task),
-                    gap: nested_until
+                candidates.push(Candidate::new(
+                    aid,
+                    at - local,
+                    link_type(kind_from, request, from, child_to, false),
+                    Some(t.task),
+                    nested_until
                         .zip(task.reply_ns)
                         .and_then(|(n, r)| r.checked_sub(n)),
-                    weight: penalty(&self.caused, aid, before_event),
-                });
+                    penalty(&self.caused, aid, before_event),
+                ));
             }
         }
         if callee {
@@ -1202,14 +1663,14 @@ impl Linker {
                     if a.id == id {
                         continue;
                     }
-                    candidates.push(Candidate {
-                        id: a.id,
-                        delay: at - a.local_ns,
-                        kind: link_type(a.kind_from, a.request, from, child_to, false),
-                        task: None,
-                        gap: None,
-                        weight: TASKLESS * penalty(&self.caused, a.id, before_event),
-                    });
+                    candidates.push(Candidate::new(
+                        a.id,
+                        at - a.local_ns,
+                        link_type(a.kind_from, a.request, from, child_to, false),
+                        None,
+                        None,
+                        TASKLESS * penalty(&self.caused, a.id, before_event),
+                    ));
                 }
             }
         }
@@ -1273,6 +1734,57 @@ fn add_arrival(arrivals: &mut TaskArrivals, a: (Time, u64, u64, bool)) {
     }
     let i = arrivals.partition_point(|x| x.0 <= a.0);
     arrivals.insert(i, a);
+}
+
+/// The match windows still open: per node, the sends it made in its current window
+/// ([`LinkConfig::match_window_ns`]), windows aligned to multiples of the width so that where
+/// they fall does not depend on the order nodes come in. State: the sends of the open
+/// windows, at most a window's worth per node; a window is closed, and its sends decided and
+/// freed, as soon as the frontier passes its end.
+#[derive(Default)]
+struct MatchWindows {
+    /// Per node: its window's start and sends, in time order.
+    open: FastMap<u64, (Time, Vec<(Prep, Box<Message>)>)>,
+    /// (end, node) of every open window.
+    ends: BTreeSet<(Time, u64)>,
+    /// How many open windows start at each time, for the capability.
+    starts: BTreeMap<Time, usize>,
+}
+
+impl MatchWindows {
+    fn push(&mut self, p: Prep, m: Box<Message>, width: Time) {
+        let start = p.event_ns - p.event_ns % width;
+        let window = self.open.entry(p.from).or_insert_with(|| {
+            self.ends.insert((start.saturating_add(width), p.from));
+            *self.starts.entry(start).or_default() += 1;
+            (start, Vec::new())
+        });
+        debug_assert!(p.event_ns >= window.0 && p.event_ns - window.0 < width);
+        window.1.push((p, m));
+    }
+
+    /// When the first open window ends.
+    fn next_close(&self) -> Option<Time> {
+        self.ends.first().map(|e| e.0)
+    }
+
+    /// Where the first open window starts: every send still in a window is at or after it.
+    fn first_start(&self) -> Option<Time> {
+        self.starts.first_key_value().map(|e| *e.0)
+    }
+
+    /// Closes the first window to end: its sends.
+    fn close(&mut self) -> Option<Vec<(Prep, Box<Message>)>> {
+        let (_, node) = self.ends.pop_first()?;
+        let (start, sends) = self.open.remove(&node)?;
+        if let Some(n) = self.starts.get_mut(&start) {
+            *n -= 1;
+            if *n == 0 {
+                self.starts.remove(&start);
+            }
+        }
+        Some(sends)
+    }
 }
 
 fn to_prob(p: f64) -> Prob {
@@ -1350,7 +1862,10 @@ impl<'scope> Link<'scope> for Stream<'scope, Time, Vec<Box<Message>>> {
                     last_expiry: 0,
                     last_sweep: 0,
                     scratch: Scratch::default(),
+                    matching: Matching::default(),
                 };
+                let mut windows = MatchWindows::default();
+                let mut linked = Vec::new();
                 let mut waiting_children: Reorder<Box<Message>> = Reorder::default();
                 let mut waiting_arrivals: Reorder<Box<Arrival>> = Reorder::default();
                 // The sends themselves, known as early as the arrivals: (node, connection,
@@ -1389,12 +1904,19 @@ impl<'scope> Link<'scope> for Stream<'scope, Time, Vec<Box<Message>>> {
                     let bound = now.map(|n| n.saturating_sub(lag.saturating_add(slack)));
                     let mut session = output.session(&*cap);
                     loop {
+                        // A match window closes like a child at its end: after the arrivals
+                        // of up to `slack` past it, before the children from its end on.
+                        let next_child = waiting_children.first().map(|(t, _)| t);
+                        let next_close = windows.next_close();
+                        let next = match (next_child, next_close) {
+                            (Some(c), Some(w)) => Some(c.min(w)),
+                            (c, w) => c.or(w),
+                        };
                         let departure = waiting_departures
                             .first()
                             .filter(|(t, _)| arrivals_bound.is_none_or(|b| *t < b));
-                        let next_child = waiting_children.first().map(|(t, _)| t);
                         if let Some((td, _)) = departure {
-                            if next_child.is_none_or(|tc| td.saturating_sub(slack) <= tc) {
+                            if next.is_none_or(|tc| td.saturating_sub(slack) <= tc) {
                                 if let Some((_, _, (node, conn, send, event))) =
                                     waiting_departures.pop_before(arrivals_bound)
                                 {
@@ -1406,11 +1928,9 @@ impl<'scope> Link<'scope> for Stream<'scope, Time, Vec<Box<Message>>> {
                         let arrival = waiting_arrivals
                             .first()
                             .filter(|(t, _)| arrivals_bound.is_none_or(|b| *t < b));
-                        let child = waiting_children
-                            .first()
-                            .filter(|(t, _)| bound.is_none_or(|b| *t < b));
+                        let child = next.filter(|t| bound.is_none_or(|b| *t < b));
                         let take_arrival = match (arrival, child) {
-                            (Some((ta, _)), Some((tc, _))) => ta.saturating_sub(slack) <= tc,
+                            (Some((ta, _)), Some(tc)) => ta.saturating_sub(slack) <= tc,
                             (Some(_), None) => true,
                             (None, Some(_)) => false,
                             (None, None) => break,
@@ -1419,11 +1939,27 @@ impl<'scope> Link<'scope> for Stream<'scope, Time, Vec<Box<Message>>> {
                             if let Some((_, _, a)) = waiting_arrivals.pop_before(arrivals_bound) {
                                 linker.insert(a);
                             }
+                        } else if next_close.is_some_and(|w| next_child.is_none_or(|c| w <= c)) {
+                            if let Some(sends) = windows.close() {
+                                linker.flush(sends, &mut linked);
+                                session.give_iterator(linked.drain(..));
+                            }
                         } else if let Some((_, id, m)) = waiting_children.pop_before(bound) {
-                            session.give(linker.link(id, m));
+                            let p = linker.prepare(id, &m);
+                            let width = linker.config.match_window_ns;
+                            if width > 0 && !p.root && p.only_from.is_none() {
+                                windows.push(p, m, width);
+                            } else {
+                                session.give(linker.link_now(&p, m));
+                            }
                         }
                     }
                     drop(session);
+                    // Sends waiting in a match window are linked at or after its start.
+                    let bound = match (bound, windows.first_start()) {
+                        (Some(b), Some(w)) => Some(b.min(w)),
+                        (b, w) => b.or(w),
+                    };
                     if let (Some(n), Some(b)) = (now, bound) {
                         linker.expire(n, b);
                     }
