@@ -1369,7 +1369,7 @@ impl Linker {
     /// candidates of the calls that follow them), the rest weighed again in the next round;
     /// then, in time order, the replies and whatever no round decided, each by its most
     /// likely cause.
-    fn flush(&mut self, sends: Vec<(Prep, Box<Message>)>, out: &mut Vec<Linked>) {
+    fn flush(&mut self, sends: WindowSends, out: &mut Vec<Linked>) {
         const ROUNDS: usize = 8;
         let mut sends: Vec<Option<(Prep, Box<Message>)>> = sends.into_iter().map(Some).collect();
         let mut undecided: Vec<usize> = sends
@@ -1736,6 +1736,9 @@ fn add_arrival(arrivals: &mut TaskArrivals, a: (Time, u64, u64, bool)) {
     arrivals.insert(i, a);
 }
 
+/// The sends of one node's match window, in time order.
+type WindowSends = Vec<(Prep, Box<Message>)>;
+
 /// The match windows still open: per node, the sends it made in its current window
 /// ([`LinkConfig::match_window_ns`]), windows aligned to multiples of the width so that where
 /// they fall does not depend on the order nodes come in. State: the sends of the open
@@ -1744,7 +1747,7 @@ fn add_arrival(arrivals: &mut TaskArrivals, a: (Time, u64, u64, bool)) {
 #[derive(Default)]
 struct MatchWindows {
     /// Per node: its window's start and sends, in time order.
-    open: FastMap<u64, (Time, Vec<(Prep, Box<Message>)>)>,
+    open: FastMap<u64, (Time, WindowSends)>,
     /// (end, node) of every open window.
     ends: BTreeSet<(Time, u64)>,
     /// How many open windows start at each time, for the capability.
@@ -1774,7 +1777,7 @@ impl MatchWindows {
     }
 
     /// Closes the first window to end: its sends.
-    fn close(&mut self) -> Option<Vec<(Prep, Box<Message>)>> {
+    fn close(&mut self) -> Option<WindowSends> {
         let (_, node) = self.ends.pop_first()?;
         let (start, sends) = self.open.remove(&node)?;
         if let Some(n) = self.starts.get_mut(&start) {
