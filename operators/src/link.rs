@@ -2000,13 +2000,17 @@ mod tests {
     }
 
     fn run(messages: Vec<Message>) -> Vec<Linked> {
+        run_with(messages, LinkConfig::default())
+    }
+
+    fn run_with(messages: Vec<Message>, config: LinkConfig) -> Vec<Linked> {
         let captured = timely::example(move |scope| {
             messages
                 .into_iter()
                 .map(Box::new)
                 .to_stream(scope)
                 .container::<Vec<_>>()
-                .link(LinkConfig::default())
+                .link(config)
                 .capture()
         });
         let mut out: Vec<Linked> = captured
@@ -2016,6 +2020,86 @@ mod tests {
             .collect();
         out.sort_by_key(|l| l.message.event_ns);
         out
+    }
+
+    #[test]
+    fn match_windows_close_in_order_of_their_ends() {
+        let p = |from: u64, event_ns: Time| Prep {
+            id: event_ns,
+            from,
+            to: 0,
+            from_client: false,
+            root: false,
+            conn: 0,
+            at: event_ns,
+            event_ns,
+            send_ns: Some(event_ns),
+            only_from: None,
+            callee: false,
+            answers: None,
+            child_to: 0,
+            nested_until: None,
+            calls_back: None,
+        };
+        let mut w = MatchWindows::default();
+        let m = || Box::new(Message::default());
+        w.push(p(1, 120), m(), 100);
+        w.push(p(2, 95), m(), 100);
+        w.push(p(1, 150), m(), 100);
+        assert_eq!(w.first_start(), Some(0));
+        assert_eq!(w.next_close(), Some(100));
+        let first = w.close().unwrap_or_default();
+        assert_eq!(first.iter().map(|s| s.0.id).collect::<Vec<_>>(), vec![95]);
+        assert_eq!(w.first_start(), Some(100));
+        assert_eq!(w.next_close(), Some(200));
+        let second = w.close().unwrap_or_default();
+        assert_eq!(
+            second.iter().map(|s| s.0.id).collect::<Vec<_>>(),
+            vec![120, 150]
+        );
+        assert_eq!((w.first_start(), w.next_close()), (None, None));
+        assert!(w.close().is_none());
+    }
+
+    #[test]
+    fn match_windows_give_out_every_message_once_and_agree_where_nothing_is_ambiguous() {
+        const MS: Time = 1_000_000;
+        // As below, over more than one window: clients call B, B calls C 1 ms after each.
+        let mut messages = Vec::new();
+        // Enough of them that the link types are learned and the later windows are matched.
+        for i in 0..240u64 {
+            let t = 1_000 * MS + i * 7 * MS;
+            let client = format!("10.1.0.{}:{}", i % 200 + 1, 40000 + i);
+            messages.push(msg(&client, "10.0.0.2:80", t, t + MS / 10));
+            messages.push(msg(
+                &format!("10.0.0.2:{}", 50000 + i),
+                "10.0.0.3:5432",
+                t + MS + MS / 10,
+                t + MS + 2 * MS / 10,
+            ));
+        }
+        let jointly = run_with(messages.clone(), LinkConfig::default());
+        let alone = run_with(
+            messages.clone(),
+            LinkConfig {
+                match_window_ns: 0,
+                ..LinkConfig::default()
+            },
+        );
+        let ids = |l: &[Linked]| {
+            let mut v: Vec<u64> = l.iter().map(|l| l.id).collect();
+            v.sort_unstable();
+            v
+        };
+        let mut all: Vec<u64> = messages.iter().map(message_id).collect();
+        all.sort_unstable();
+        assert_eq!(ids(&jointly), all);
+        assert_eq!(ids(&alone), all);
+        let best = |l: &[Linked]| l.iter().map(|l| (l.id, l.best)).collect::<Vec<_>>();
+        assert_eq!(best(&jointly), best(&alone));
+        for (i, l) in jointly.iter().enumerate().filter(|(i, _)| i % 2 == 1) {
+            assert_eq!(l.best, Some(message_id(&messages[i - 1])), "{l:?}");
+        }
     }
 
     #[test]
