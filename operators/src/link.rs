@@ -1362,6 +1362,14 @@ impl Linker {
         linked
     }
 
+    /// The learned causal density of `kind` at `t`, if it has seen [`MATCH_SAMPLES`]
+    /// candidates and is not stale: what a match window's assignment may weigh by.
+    fn matured(&self, kind: u64, t: Time) -> Option<&CausalDensity> {
+        self.causal.get(&kind).filter(|d| {
+            d.samples() >= MATCH_SAMPLES && !stale(d.last_ns, self.config.delay_window_ns, t)
+        })
+    }
+
     /// Decides the sends one node made in one match window ([`LinkConfig::match_window_ns`]),
     /// in time order: first its calls jointly, by rounds of minimum-cost assignment
     /// ([`Assign`]) of calls to candidate parents (each parent causing one call, a second
@@ -1417,12 +1425,11 @@ impl Linker {
                 // assigned on it, before the calls it follows are, would teach the
                 // densities what the candidates look like while they are not (its task's
                 // request, not the answer it followed).
-                let learned = self.scratch.candidates.iter().all(|c| {
-                    self.causal.get(&c.kind).is_some_and(|d| {
-                        d.samples() >= MATCH_SAMPLES
-                            && !stale(d.last_ns, self.config.delay_window_ns, p.event_ns)
-                    })
-                });
+                let learned = self
+                    .scratch
+                    .candidates
+                    .iter()
+                    .all(|c| self.matured(c.kind, p.event_ns).is_some());
                 if !learned {
                     weighed = None;
                 }
@@ -1441,14 +1448,14 @@ impl Linker {
                     let scale = spontaneous / w.spontaneous.max(1e-300);
                     let mut added = 0.0;
                     for &(r, aid, kind_from, of) in answers[lo..hi].iter().rev() {
-                        if of == p.id || arena.len() - start >= 2 * self.config.max_candidates {
+                        if arena.len() - start >= 2 * self.config.max_candidates {
+                            break;
+                        }
+                        if of == p.id {
                             continue;
                         }
                         let kind = link_type(kind_from, false, p.from, p.child_to, false);
-                        let Some(d) = self.causal.get(&kind).filter(|d| {
-                            d.samples() >= MATCH_SAMPLES
-                                && !stale(d.last_ns, self.config.delay_window_ns, p.event_ns)
-                        }) else {
+                        let Some(d) = self.matured(kind, p.event_ns) else {
                             continue;
                         };
                         let q = d.probability((p.at - r) as f64);
@@ -2022,6 +2029,25 @@ mod tests {
         out
     }
 
+    /// `n` clients 10.1.0.x call B (10.0.0.2:80), one every `spacing`; B calls C
+    /// (10.0.0.3:5432) 1 ms after each request: request, call, request, call...
+    fn clients_call_b_and_b_calls_c(n: u64, spacing: Time) -> Vec<Message> {
+        const MS: Time = 1_000_000;
+        let mut messages = Vec::new();
+        for i in 0..n {
+            let t = 1_000 * MS + i * spacing;
+            let client = format!("10.1.0.{}:{}", i % 200 + 1, 40000 + i);
+            messages.push(msg(&client, "10.0.0.2:80", t, t + MS / 10));
+            messages.push(msg(
+                &format!("10.0.0.2:{}", 50000 + i),
+                "10.0.0.3:5432",
+                t + MS + MS / 10,
+                t + MS + 2 * MS / 10,
+            ));
+        }
+        messages
+    }
+
     #[test]
     fn match_windows_close_in_order_of_their_ends() {
         let p = |from: u64, event_ns: Time| Prep {
@@ -2064,20 +2090,9 @@ mod tests {
     #[test]
     fn match_windows_give_out_every_message_once_and_agree_where_nothing_is_ambiguous() {
         const MS: Time = 1_000_000;
-        // As below, over more than one window: clients call B, B calls C 1 ms after each.
-        let mut messages = Vec::new();
-        // Enough of them that the link types are learned and the later windows are matched.
-        for i in 0..240u64 {
-            let t = 1_000 * MS + i * 7 * MS;
-            let client = format!("10.1.0.{}:{}", i % 200 + 1, 40000 + i);
-            messages.push(msg(&client, "10.0.0.2:80", t, t + MS / 10));
-            messages.push(msg(
-                &format!("10.0.0.2:{}", 50000 + i),
-                "10.0.0.3:5432",
-                t + MS + MS / 10,
-                t + MS + 2 * MS / 10,
-            ));
-        }
+        // As below, over more than one window; enough of them that the link types are
+        // learned and the later windows are matched.
+        let messages = clients_call_b_and_b_calls_c(240, 7 * MS);
         let jointly = run_with(messages.clone(), LinkConfig::default());
         let alone = run_with(
             messages.clone(),
@@ -2105,19 +2120,7 @@ mod tests {
     #[test]
     fn the_nearest_arrival_is_the_likely_parent() {
         const MS: Time = 1_000_000;
-        // Clients 10.1.0.x call B (10.0.0.2:80); B calls C (10.0.0.3:5432) 1 ms after each.
-        let mut messages = Vec::new();
-        for i in 0..5u64 {
-            let t = 1_000 * MS + i * 100 * MS;
-            let client = format!("10.1.0.{}:{}", i + 1, 40000 + i);
-            messages.push(msg(&client, "10.0.0.2:80", t, t + MS / 10));
-            messages.push(msg(
-                &format!("10.0.0.2:{}", 50000 + i),
-                "10.0.0.3:5432",
-                t + MS + MS / 10,
-                t + MS + 2 * MS / 10,
-            ));
-        }
+        let messages = clients_call_b_and_b_calls_c(5, 100 * MS);
         let linked = run(messages.clone());
         assert_eq!(linked.len(), 10);
         for (i, l) in linked.iter().enumerate() {
