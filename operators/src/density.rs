@@ -207,6 +207,10 @@ pub struct CausalDensity {
     sends: f64,
     increment: f64,
     fade: f64,
+    /// Largest [`CausalDensity::probability`] over the bins, as of the last refresh.
+    peak: f64,
+    /// Steps since the last refresh.
+    since_refresh: u32,
     /// Event time of the last value, for expiry.
     pub last_ns: u64,
 }
@@ -220,6 +224,8 @@ impl CausalDensity {
             sends: 0.0,
             increment: 1.0,
             fade: 1.0 - 1.0 / memory.max(2.0),
+            peak: 0.0,
+            since_refresh: 0,
             last_ns: 0,
         }
     }
@@ -255,12 +261,30 @@ impl CausalDensity {
             self.fade,
             [&mut self.candidates, &mut self.null],
         );
+        self.since_refresh += 1;
+        if self.since_refresh >= 64 {
+            self.since_refresh = 0;
+            self.peak = (0..BINS).map(|b| self.at_bin(b)).fold(0.0, f64::max);
+        }
     }
 
     /// The probability that a candidate of this type with delay `delay_ns` is the parent:
     /// the excess over the null's share of the candidates there. In `[0, 1]`.
     pub fn probability(&self, delay_ns: f64) -> f64 {
-        let b = bin(delay_ns);
+        self.at_bin(bin(delay_ns))
+    }
+
+    /// [`CausalDensity::probability`] relative to the largest over all delays (as of the
+    /// last refresh, every 64 steps): 1 at the most typical delay. 0 before the first
+    /// refresh.
+    pub fn relative(&self, delay_ns: f64) -> f64 {
+        if self.peak <= 0.0 {
+            return 0.0;
+        }
+        (self.probability(delay_ns) / self.peak).min(1.0)
+    }
+
+    fn at_bin(&self, b: usize) -> f64 {
         let c = self.candidates.smoothed(b);
         if c <= 0.0 {
             return 0.0;
@@ -374,6 +398,11 @@ mod tests {
         for ms in [0.5, 2.0, 6.0] {
             assert!(at(&answer, ms) < 0.03, "{ms} ms: {}", at(&answer, ms));
         }
+        // Relative to the most typical delay: near 1 inside the parents' range, small
+        // outside.
+        let relative = request.relative(2.0e6);
+        assert!(relative > 0.7 && relative <= 1.0, "{relative}");
+        assert!(request.relative(5.0e6) < 0.2 * relative);
         // Both were candidates of every call, faded over 5000.
         let sends = 5000.0 * (1.0 - (-(calls.len() as f64 - 500.0) / 5000.0).exp());
         assert!(

@@ -42,8 +42,14 @@
 //!   nested in a task served at that endpoint: on one host (loopback) clients and their
 //!   server are one node, and their requests would otherwise chain through the server's
 //!   open ones. A call also weighs how typical the time from its answer to its task's reply is
-//!   (learned like the delays): it tells a task that answers right after the call from one
-//!   that goes on calling.
+//!   (learned like the delays), or, if the task went on calling, how typical the best next
+//!   call is: its delay after the answer ([`CausalDensity::relative`]) times how typical the
+//!   time from its own answer to the reply is (one call of look-ahead, among the calls the
+//!   node sent between the answer and the reply, whose answers came back before it). This
+//!   tells a task that answers right after the call from one that goes on calling, without
+//!   taking a task that goes on for one that has stopped; the gap densities learn the share
+//!   of each gap that is a direct reply. At Project 5's parallelism 45 a web server's calls
+//!   got their true parent 37.4% of the time with the look-ahead, 30.4% without.
 //! - **Joint decision** (beyond WAP5 and Project 5, which decide each message on its own): a
 //!   node's calls are decided together over match windows (`match_window_ns`, aligned to
 //!   multiples of it). In rounds, every call not decided yet is weighed as above and the calls
@@ -59,7 +65,8 @@
 //!   follows are decided). Greedily, in time order, a call takes the candidate that fits it
 //!   best and leaves the next call the rest: on Project 5's multi-tier traces a web server's
 //!   calls got their true parent 88.6% of the time at parallelism 5 and 17.8% at 45, jointly
-//!   90.6% and 30.4% (`tools/parents.py`). A type's calls take
+//!   90.6% and 30.4% (`tools/parents.py`; with the look-ahead above, 93.7% and 37.4%). A
+//!   type's calls take
 //!   part only once the densities of all their candidates' types have seen
 //!   [`MATCH_SAMPLES`] candidates (before, the exponential alone would decide them).
 //! - **Timing**: a message is linked once the frontier is `lateness_ns` (how late upstream
@@ -74,7 +81,8 @@
 //!   frontier passes the window's end; the capability is held at the first open window's
 //!   start); per node, the arrivals of the last `x` plus the allowed lateness, and per
 //!   connection its send and receive times; per task its arrivals; per node pair the delay
-//!   estimate's buckets over `delay_window_ns`; per link type its delay and gap densities (dropped
+//!   estimate's buckets over `delay_window_ns`; per node its sends of the last `2·(x +
+//!   lateness)`, each with its answer; per link type its delay and gap densities (dropped
 //!   when the type is unseen for `delay_window_ns`); the endpoints' port evidence
 //!   ([`Ports`]), forgotten after `idle_ns`. All but the densities and ports are freed as the
 //!   frontier passes them by `2·(x + lateness)`. A density or delay estimate unseen for
@@ -91,7 +99,9 @@
 //!   (most are decided in the first or second) and once more to learn from, plus its share of
 //!   the window's assignment (a shortest-path search per call, which ends at the first free
 //!   candidate it reaches). A reply looks at its task only; a reply's departure updates the copies on
-//!   its task's arrivals (a binary search each).
+//!   its task's arrivals (a binary search each). A call whose answer came back also looks at
+//!   the sends its node made between the answer and its candidates' latest reply (at most
+//!   64), once per weighing, and each candidate at those before its own task's reply.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -434,6 +444,9 @@ struct Linker {
     estimates: FastMap<(u64, u64), Estimate>,
     /// Learned gaps (a call's answer to its task's reply) per link type ([`gap_type`]).
     densities: FastMap<u64, DelayDensity>,
+    /// Per node, its sends taken in, by time: the calls a task may have gone on with after
+    /// an answer.
+    departures: FastMap<u64, VecDeque<Departure>>,
     /// Learned causal delays per link type, against the time-shifted null.
     causal: FastMap<u64, CausalDensity>,
     /// Per node: where its arrivals begin, so that the null scan, which cannot see before
@@ -463,6 +476,35 @@ struct Scratch {
     candidates: Vec<Candidate>,
     null: Vec<Candidate>,
     kinds: Vec<u64>,
+    /// The calls a task may have gone on with after a call's answer ([`Linker::follows`]).
+    follows: Vec<Follow>,
+}
+
+/// A send as [`Linker::departures`] holds it.
+#[derive(Clone, Copy, Debug)]
+struct Departure {
+    /// Its send time (the node's clock).
+    send: Time,
+    conn: u64,
+    event_ns: Time,
+    /// The first arrival on its connection after it, if that is an answer: its receive
+    /// time and its sender as link types name it (set when either of the two is taken in
+    /// second).
+    answer: Option<(Time, u64)>,
+}
+
+/// A call its node made after another call's answer came back, as a task's next call
+/// ([`Linker::follows`]).
+#[derive(Clone, Copy, Debug)]
+struct Follow {
+    /// Its send time.
+    send: Time,
+    /// When its own answer came back.
+    answer: Time,
+    /// Its link type, as a call following the first call's answer.
+    kind: u64,
+    /// How typical its delay after that answer is ([`CausalDensity::relative`]).
+    fit: f64,
 }
 
 /// How often, in event time, `link` sweeps what the frontier has passed.
@@ -613,6 +655,9 @@ struct Candidate {
     gap: Option<Time>,
     /// Its weight by structure alone (penalties), as the scan found it.
     structural: f64,
+    /// For a call: the share of its gap's fit that is the task's reply coming right after
+    /// the call's answer rather than after one more call (what the gap density learns).
+    direct: f64,
     /// Its weight under the learned densities alone, for learning the gaps.
     learned: f64,
     /// Its weight, and once weighed, its probability.
@@ -630,6 +675,7 @@ impl Candidate {
             kind,
             task,
             gap,
+            direct: 1.0,
             structural: w,
             learned: w,
             weight: w,
@@ -672,6 +718,8 @@ struct Prep {
     child_to: u64,
     /// When its answer came back (a call).
     nested_until: Option<Time>,
+    /// Who answered it, as link types name the answer's sender (a call).
+    answer_kind: Option<u64>,
     calls_back: Option<u64>,
 }
 
@@ -849,6 +897,19 @@ impl Linker {
         let c = self.conns.entry((a.to, a.conn)).or_default();
         c.recvs
             .insert(a.local_ns, a.event_ns, (a.id, a.request, a.kind_from));
+        if !a.request {
+            // The answer to the node's latest send on the connection before it.
+            if let Some((s, _)) = c.sends.before(a.local_ns, false) {
+                if let Some(list) = self.departures.get_mut(&a.to) {
+                    let i = list.partition_point(|d| d.send < s);
+                    for d in list.range_mut(i..).take_while(|d| d.send == s) {
+                        if d.conn == a.conn && d.answer.is_none_or(|x| a.local_ns < x.0) {
+                            d.answer = Some((a.local_ns, a.kind_from));
+                        }
+                    }
+                }
+            }
+        }
         let sends = &c.sends;
         let entry = (a.local_ns, a.id, a.kind_from, a.request);
         if a.request {
@@ -909,6 +970,12 @@ impl Linker {
                 !list.is_empty()
             });
         }
+        self.departures.retain(|_, list| {
+            while list.front().is_some_and(|d| d.event_ns < before) {
+                list.pop_front();
+            }
+            !list.is_empty()
+        });
         self.node_tasks.retain(|_, tasks| {
             tasks.list.retain(|t| t.event_ns >= before);
             !tasks.list.is_empty()
@@ -941,6 +1008,21 @@ impl Linker {
     /// Records a send before it is linked: `link` looks ahead at the sends up to
     /// `order_slack_ns` after a child, as at the arrivals.
     fn depart(&mut self, node: u64, conn: u64, send: Time, event_ns: Time) {
+        let answer = self
+            .recv_after(node, conn, send)
+            .filter(|r| !r.2)
+            .map(|r| (r.0, r.3));
+        let list = self.departures.entry(node).or_default();
+        let i = list.partition_point(|d| d.send <= send);
+        list.insert(
+            i,
+            Departure {
+                send,
+                conn,
+                event_ns,
+                answer,
+            },
+        );
         let c = self.conns.entry((node, conn)).or_default();
         let previous = c.sends.before(send, false).map(|s| s.0);
         c.sends.insert(send, event_ns, None);
@@ -1023,6 +1105,7 @@ impl Linker {
             answers: None,
             child_to: if ends.dst_client { CLIENT_KEY } else { to },
             nested_until: None,
+            answer_kind: None,
             calls_back: None,
         };
         if p.root {
@@ -1058,7 +1141,9 @@ impl Linker {
                 .map(|r| r.1);
         }
         if !p.callee && p.only_from.is_none() {
-            p.nested_until = self.recv_after(from, p.conn, p.at).map(|n| n.0);
+            let answer = self.recv_after(from, p.conn, p.at);
+            p.nested_until = answer.map(|n| n.0);
+            p.answer_kind = answer.map(|n| n.3);
         }
         // A call from a node to an endpoint of its own is not made for a task served at
         // that endpoint (a server does not call the port it serves): on one host, as on
@@ -1126,6 +1211,28 @@ impl Linker {
         candidates.retain(|c| p.answers.is_some() || (c.delay as f64) <= horizon);
         candidates.truncate(self.config.max_candidates.max(1));
         const LEARNING: f64 = 50.0;
+        let follows = &mut scratch.follows;
+        follows.clear();
+        if learned {
+            let until = candidates
+                .iter()
+                .filter_map(|c| c.gap)
+                .max()
+                .zip(p.nested_until)
+                .map(|(g, a)| a + g);
+            if let Some(until) = until {
+                self.follows(p, until, follows);
+            }
+        }
+        // The gap density of each follow's type, looked up once.
+        let follow_gaps: SmallVec<[Option<&DelayDensity>; 16]> = follows
+            .iter()
+            .map(|f| {
+                self.densities
+                    .get(&gap_type(f.kind))
+                    .filter(|d| !stale(d.last_ns, window, p.event_ns))
+            })
+            .collect();
         for c in candidates.iter_mut() {
             let exponential = (-(c.delay as f64) / d).exp();
             // WAP5's exponential while the type has few samples.
@@ -1145,7 +1252,25 @@ impl Linker {
                     if learned && !stale(density.last_ns, window, p.event_ns) =>
                 {
                     let e = density.evidence();
-                    let r = density.relative(g as f64);
+                    let direct = density.relative(g as f64);
+                    // Or the task went on with one more call: its delay after this call's
+                    // answer and the time from its own answer to the reply.
+                    let reply = p.nested_until.map_or(0, |a| a + g);
+                    let mut via: f64 = 0.0;
+                    for (f, d) in follows.iter().zip(&follow_gaps) {
+                        if f.send >= reply {
+                            break;
+                        }
+                        if let Some(d) = d.filter(|_| f.answer < reply) {
+                            via = via.max(f.fit * d.relative((reply - f.answer) as f64));
+                        }
+                    }
+                    let r = direct.max(via);
+                    c.direct = if direct + via > 0.0 {
+                        direct / (direct + via)
+                    } else {
+                        1.0
+                    };
                     ((e * r + LEARNING) / (e + LEARNING), r)
                 }
                 _ => (1.0, 1.0),
@@ -1171,6 +1296,38 @@ impl Linker {
             spontaneous: spontaneous / total,
             smallest,
         })
+    }
+
+    /// The calls the node of call `p` made after `p`'s answer came back and before `until`
+    /// whose own answers came back before `until` (at most 64), each with how typical its
+    /// delay after that answer is for a call following it; the calls whose link type is
+    /// not learned yet are left out.
+    fn follows(&self, p: &Prep, until: Time, follows: &mut Vec<Follow>) {
+        let (Some(a), Some(answer_kind)) = (p.nested_until, p.answer_kind) else {
+            return;
+        };
+        let Some(list) = self.departures.get(&p.from) else {
+            return;
+        };
+        let i = list.partition_point(|d| d.send <= a);
+        for d in list.range(i..).take(64) {
+            if d.send >= until {
+                break;
+            }
+            let Some((answer, callee)) = d.answer.filter(|x| x.0 < until) else {
+                continue;
+            };
+            let send = d.send;
+            let kind = link_type(answer_kind, false, p.from, callee, false);
+            if let Some(d) = self.matured(kind, p.event_ns) {
+                follows.push(Follow {
+                    send,
+                    answer,
+                    kind,
+                    fit: d.relative((send - a) as f64),
+                });
+            }
+        }
     }
 
     /// Learns from a weighed send's candidates: their delays against the time-shifted null's
@@ -1246,7 +1403,7 @@ impl Linker {
                         || DelayDensity::new(memory),
                         |d| d.last_ns,
                     )
-                    .add(g as f64, q);
+                    .add(g as f64, q * c.direct);
                 }
             }
             let kinds = &mut scratch.kinds;
@@ -1865,6 +2022,7 @@ impl<'scope> Link<'scope> for Stream<'scope, Time, Vec<Box<Message>>> {
                     estimates: FastMap::default(),
                     conns: FastMap::default(),
                     densities: FastMap::default(),
+                    departures: FastMap::default(),
                     causal: FastMap::default(),
                     first_arrival: FastMap::default(),
                     tasks: FastMap::default(),
@@ -2065,6 +2223,7 @@ mod tests {
             answers: None,
             child_to: 0,
             nested_until: None,
+            answer_kind: None,
             calls_back: None,
         };
         let mut w = MatchWindows::default();
