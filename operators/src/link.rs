@@ -2276,6 +2276,70 @@ mod tests {
         }
     }
 
+    /// Pairs of tasks at B: X calls C and then D before it replies, Y calls C and replies.
+    /// Their C calls leave together, as long after either request; what tells them apart
+    /// is how each task ends: X's C answer is followed by its D call, Y's by its reply.
+    /// (This holds with the gap weighed without looking a call ahead too: two tasks at a
+    /// time leave the gap densities little to blur. What the look-ahead changes, at 46
+    /// tasks in flight, is measured by `benches/accuracy.rs`; here it must not break what
+    /// worked.)
+    #[test]
+    fn a_call_goes_to_the_task_whose_end_fits_it() {
+        const MS: Time = 1_000_000;
+        const US: Time = 1_000;
+        let mut messages = Vec::new();
+        let mut truth = Vec::new();
+        for i in 0..400u64 {
+            let t = 1_000 * MS + i * 10 * MS;
+            let (x, y) = (
+                format!("10.1.0.{}:{}", i % 200 + 1, 40000 + 2 * i),
+                format!("10.1.0.{}:{}", i % 200 + 1, 40001 + 2 * i),
+            );
+            let (cx, cy, dx) = (
+                format!("10.0.0.2:{}", 20000 + 3 * i),
+                format!("10.0.0.2:{}", 20001 + 3 * i),
+                format!("10.0.0.2:{}", 20002 + 3 * i),
+            );
+            let request_x = msg(&x, "10.0.0.2:80", t - 50 * US, t);
+            let request_y = msg(&y, "10.0.0.2:80", t + 50 * US, t + 100 * US);
+            // The C calls, 2.05 and 1.96 ms after their requests, 10 µs apart (which
+            // leaves first alternates).
+            let (sx, sy) = if i % 2 == 0 {
+                (t + 2_050 * US, t + 2_060 * US)
+            } else {
+                (t + 2_060 * US, t + 2_050 * US)
+            };
+            let call_x = msg(&cx, "10.0.0.3:5432", sx, sx + 10 * US);
+            let call_y = msg(&cy, "10.0.0.3:5432", sy, sy + 10 * US);
+            let answer_x = msg("10.0.0.3:5432", &cx, sx + 990 * US, sx + MS);
+            let answer_y = msg("10.0.0.3:5432", &cy, sy + 1_390 * US, sy + 1_400 * US);
+            let call_d = msg(&dx, "10.0.0.4:6379", sx + 2 * MS, sx + 2 * MS + 10 * US);
+            let answer_d = msg("10.0.0.4:6379", &dx, sx + 3 * MS - 10 * US, sx + 3 * MS);
+            let reply_x = msg("10.0.0.2:80", &x, sx + 4 * MS, sx + 4 * MS + 50 * US);
+            let reply_y = msg("10.0.0.2:80", &y, sy + 2_400 * US, sy + 2_450 * US);
+            if i >= 100 {
+                truth.push((message_id(&call_x), message_id(&request_x)));
+                truth.push((message_id(&call_y), message_id(&request_y)));
+            }
+            messages.extend([
+                request_x, request_y, call_x, call_y, answer_x, answer_y, call_d, answer_d,
+                reply_x, reply_y,
+            ]);
+        }
+        messages.sort_by_key(|m| m.event_ns);
+        let out = run(messages);
+        let best: FastMap<u64, Option<u64>> = out.iter().map(|l| (l.id, l.best)).collect();
+        let right = truth
+            .iter()
+            .filter(|(call, request)| best.get(call) == Some(&Some(*request)))
+            .count();
+        assert!(
+            right as f64 >= 0.95 * truth.len() as f64,
+            "{right} of {} C calls given their own task",
+            truth.len()
+        );
+    }
+
     #[test]
     fn the_nearest_arrival_is_the_likely_parent() {
         const MS: Time = 1_000_000;
