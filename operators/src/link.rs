@@ -682,6 +682,19 @@ impl Candidate {
             undecided: false,
         }
     }
+
+    /// Arrival `a` at `from` as a candidate parent, outside any task, of a send to
+    /// `child_to` at `at`, weighing `w` by structure.
+    fn arrived(a: &Arrived, at: Time, from: u64, child_to: u64, w: f64) -> Self {
+        Candidate::new(
+            a.id,
+            at - a.local_ns,
+            link_type(a.kind_from, a.request, from, child_to, false),
+            None,
+            None,
+            w,
+        )
+    }
 }
 
 /// What weighing a send found besides its candidates ([`Linker::weigh`]).
@@ -770,6 +783,10 @@ const MATCH_SAMPLES: f64 = 100.0;
 fn cost(p: f64) -> f64 {
     -(p.max(1e-12).ln())
 }
+
+/// Most sends a call's weighing looks at after its answer, for the call its task may have
+/// gone on with ([`Linker::follows`]).
+const MAX_FOLLOWS: usize = 64;
 
 /// The buffers of one match window's rounds ([`Linker::flush`]), reused.
 #[derive(Default)]
@@ -1310,7 +1327,7 @@ impl Linker {
             return;
         };
         let i = list.partition_point(|d| d.send <= a);
-        for d in list.range(i..).take(64) {
+        for d in list.range(i..).take(MAX_FOLLOWS) {
             if d.send >= until {
                 break;
             }
@@ -1766,14 +1783,8 @@ impl Linker {
                 if a.from != only || a.id == id {
                     continue;
                 }
-                candidates.push(Candidate::new(
-                    a.id,
-                    at - a.local_ns,
-                    link_type(a.kind_from, a.request, from, child_to, false),
-                    None,
-                    None,
-                    penalty(&self.caused, a.id, before_event),
-                ));
+                let w = penalty(&self.caused, a.id, before_event);
+                candidates.push(Candidate::arrived(a, at, from, child_to, w));
             }
             return;
         }
@@ -1828,14 +1839,8 @@ impl Linker {
                     if a.id == id {
                         continue;
                     }
-                    candidates.push(Candidate::new(
-                        a.id,
-                        at - a.local_ns,
-                        link_type(a.kind_from, a.request, from, child_to, false),
-                        None,
-                        None,
-                        TASKLESS * penalty(&self.caused, a.id, before_event),
-                    ));
+                    let w = TASKLESS * penalty(&self.caused, a.id, before_event);
+                    candidates.push(Candidate::arrived(a, at, from, child_to, w));
                 }
             }
         }
