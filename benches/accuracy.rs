@@ -11,9 +11,10 @@
 //! the true patterns found, instance and message recall; for `cdn-miss`, whether a true
 //! pattern with the DNS lookup was found. The figures come from the run, never from a table.
 //!
-//! Cases: multi-tier at parallelism 1.6, 5 and 45 (Project 5 Table 1), the four pathological
-//! cases of Project 5 §7.5.2, and cdn-miss (WAP5 Fig. 12). `--cases a,b` picks some (names as
-//! printed, e.g. `multi-tier@5`).
+//! Cases: multi-tier at parallelism 1.6, 5 and 45 as Project 5 defines it (§5.1.2: candidate
+//! parents per call), 775,000 messages each as in its Table 1; the four pathological cases of
+//! Project 5 §7.5.2 and cdn-miss (WAP5 Fig. 12), 100,000 messages each. `--cases a,b` picks
+//! some (names as printed, e.g. `multi-tier@5`); `--messages N` sets every case's length.
 //!
 //! Run: `cargo bench --bench accuracy` or
 //!      `cargo bench --bench accuracy -- --messages 100000 --cases multi-tier@1.6 --analyze --try-both 6`
@@ -27,16 +28,31 @@ use std::process::Command;
 
 use harness::{analyze_args, flag};
 
-/// (printed name, preset, parallelism to calibrate to, if any).
-const CASES: &[(&str, &str, Option<&str>)] = &[
-    ("multi-tier@1.6", "multi-tier", Some("1.6")),
-    ("multi-tier@5", "multi-tier", Some("5")),
-    ("multi-tier@45", "multi-tier", Some("45")),
-    ("children-parallel", "children-parallel", None),
-    ("children-0-2", "children-0-2", None),
-    ("children-d-cc", "children-d-cc", None),
-    ("penalty-breaker", "penalty-breaker", None),
-    ("cdn-miss", "cdn-miss", None),
+/// Messages per multi-tier case: the length of Project 5's Table 1 traces (769,638-775,254).
+const TABLE_1_MESSAGES: u64 = 775_000;
+/// Messages per other case.
+const CASE_MESSAGES: u64 = 100_000;
+
+/// (printed name, preset, parallelism to calibrate to, if any, messages).
+const CASES: &[(&str, &str, Option<&str>, u64)] = &[
+    (
+        "multi-tier@1.6",
+        "multi-tier",
+        Some("1.6"),
+        TABLE_1_MESSAGES,
+    ),
+    ("multi-tier@5", "multi-tier", Some("5"), TABLE_1_MESSAGES),
+    ("multi-tier@45", "multi-tier", Some("45"), TABLE_1_MESSAGES),
+    (
+        "children-parallel",
+        "children-parallel",
+        None,
+        CASE_MESSAGES,
+    ),
+    ("children-0-2", "children-0-2", None, CASE_MESSAGES),
+    ("children-d-cc", "children-d-cc", None, CASE_MESSAGES),
+    ("penalty-breaker", "penalty-breaker", None, CASE_MESSAGES),
+    ("cdn-miss", "cdn-miss", None, CASE_MESSAGES),
 ];
 
 fn run(cmd: &mut Command) -> Vec<u8> {
@@ -52,20 +68,18 @@ fn run(cmd: &mut Command) -> Vec<u8> {
 fn main() {
     let mut args: Vec<String> = std::env::args().collect();
     let extra = analyze_args(&mut args);
-    let messages: u64 = flag(&args, "--messages").unwrap_or(100_000);
+    let forced: Option<u64> = flag(&args, "--messages");
     let picked: Option<String> = flag(&args, "--cases");
     let causeway: PathBuf =
         flag(&args, "--causeway").unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_causeway")));
     let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-data");
+    println!("analyze --workers 2 {}", extra.join(" "));
     println!(
-        "{messages} messages per case; analyze --workers 2 {}",
-        extra.join(" ")
+        "| case | messages | parallelism | true patterns | inferred | worst FN 2% (N) | FN 2% ≤ 1 for all N | FP in top N | delay error max / mean | instance recall | message recall |"
     );
-    println!(
-        "| case | parallelism | true patterns | inferred | worst FN 2% (N) | FN 2% ≤ 1 for all N | FP in top N | delay error max / mean | instance recall | message recall |"
-    );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
-    for &(name, preset, parallelism) in CASES {
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    for &(name, preset, parallelism, messages) in CASES {
+        let messages = forced.unwrap_or(messages);
         if picked
             .as_ref()
             .is_some_and(|p| !p.split(',').any(|c| c == name))
@@ -121,7 +135,7 @@ fn main() {
             ""
         };
         println!(
-            "| {name}{dns} | {:.2} | {} | {} | {} ({}) | {} | {} | {:.1}% / {:.1}% ({} compared) | {:.1}% | {:.1}% |",
+            "| {name}{dns} | {messages} | {:.2} | {} | {} | {} ({}) | {} | {} | {:.1}% / {:.1}% ({} compared) | {:.1}% | {:.1}% |",
             summary["mean_parallelism"].as_f64().unwrap_or(f64::NAN),
             score["truth_patterns"],
             score["inferred_patterns"],

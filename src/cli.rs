@@ -838,8 +838,11 @@ pub struct GenerateArgs {
     /// Stop after this many messages.
     #[arg(long, value_name = "N", default_value_t = 20_000)]
     pub messages: u64,
-    /// Target mean per-node parallelism (Project 5 Table 1): the generator scales think times
-    /// until the measured value is close. Without it the system's own think times are used.
+    /// Target mean per-node parallelism as Project 5 defines it (§5.1.2, Table 1): the average
+    /// number of candidate parents of each call a server makes, i.e. the calls it serves that
+    /// enclose it (the true parent is one). The generator scales think times (and the number of
+    /// client loops) until the measured value is close. Without it the system's own think
+    /// times are used.
     #[arg(long, value_name = "P")]
     pub parallelism: Option<f64>,
     /// Output format.

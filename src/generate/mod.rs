@@ -183,10 +183,21 @@ pub fn generate(system: &System, options: &Options, dir: &Path) -> Result<Summar
     std::fs::create_dir_all(dir).with_context(|| format!("{}", dir.display()))?;
     let (multiplier, think_scale) = match options.parallelism {
         Some(p) if p < 1.0 => {
-            bail!("--parallelism is a mean number of concurrent calls per node: at least 1")
+            bail!(
+                "--parallelism is the mean number of candidate parents of a server's call \
+                 (its true parent among them): at least 1"
+            )
         }
         Some(p) => {
-            let (m, s, _) = sim::calibrate(system, options.seed, p, options.messages);
+            let (m, s, got) = sim::calibrate(system, options.seed, p, options.messages);
+            if got == 0.0 {
+                bail!(
+                    "--parallelism: system {} has no server that makes calls, so it has no \
+                     parallelism to calibrate (Project 5 counts the candidate parents of each \
+                     call a server makes)",
+                    system.config.name
+                );
+            }
             (m, s)
         }
         None => (1, 1.0),

@@ -237,85 +237,122 @@ impl Iterator for Simulator<'_> {
     }
 }
 
-/// Mean per-node parallelism: for each server node, the time-average number of calls it holds
-/// open (from a call's arrival to the sending of its return), over the time it holds at least
-/// one; averaged over the nodes that held any. Streaming: events are kept only until the
-/// generation frontier passes them.
+/// Mean per-node parallelism as Project 5 defines it (§5.1.2, Table 1): the average number of
+/// candidate parents of each child, where a child is a call pair a server node makes (its
+/// call's send to its return's arrival, at that node) and its candidate parents are the call
+/// pairs that node serves which enclose it (the call into the node arrived before the child
+/// was sent; the node answered it after the child's return arrived), the true parent among
+/// them. Per node, the average over that node's children (`None` for a node that makes no
+/// calls); overall, the average over all children.
+///
+/// Streaming: a child is counted once every instance that starts before it has been added
+/// (the frontier passed its send), and a served call is kept until its answer is older than
+/// every child still to count, so state follows the calls in progress.
 #[derive(Default)]
 pub struct ParallelismMeter {
-    events: BinaryHeap<Reverse<(u64, i8, u32)>>,
+    /// Per node, the calls it serves still able to enclose a child: (arrival, answer).
+    served: Vec<Vec<(f64, f64)>>,
+    /// Children waiting for the frontier: (send, return's arrival, node).
+    children: BinaryHeap<Reverse<(u64, u64, u32)>>,
     nodes: Vec<NodeMeter>,
+    /// Children sent before this are not counted.
+    from_ns: f64,
 }
 
-#[derive(Clone, Default)]
+#[derive(Clone, Copy, Default)]
 struct NodeMeter {
-    open: i64,
-    last: u64,
-    integral: f64,
-    busy: f64,
+    children: u64,
+    candidates: u64,
 }
 
 impl ParallelismMeter {
     /// A meter for `nodes` server nodes.
     pub fn new(nodes: usize) -> Self {
         ParallelismMeter {
-            events: BinaryHeap::new(),
+            served: vec![Vec::new(); nodes],
+            children: BinaryHeap::new(),
             nodes: vec![NodeMeter::default(); nodes],
+            from_ns: 0.0,
         }
     }
 
-    /// Records the open calls of an instance.
+    /// Counts only the children sent from `from_ns` on (the served calls before still count
+    /// as their candidate parents).
+    pub fn count_from(&mut self, from_ns: f64) {
+        self.from_ns = from_ns;
+    }
+
+    /// Records the call pairs of an instance.
     pub fn add(&mut self, instance: &Instance) {
         for m in &instance.messages {
-            if let (Some(call), Host::Server(node)) = (m.answers, m.from) {
-                let c = &instance.messages[call];
-                if c.to == m.from && m.send_ns > c.recv_ns {
-                    self.events.push(Reverse((c.recv_ns as u64, 1, node)));
-                    self.events.push(Reverse((m.send_ns as u64, -1, node)));
-                }
+            let Some(call) = m.answers else { continue };
+            let c = &instance.messages[call];
+            if let (Host::Server(node), true) = (m.from, c.to == m.from) {
+                self.served[node as usize].push((c.recv_ns, m.send_ns));
+            }
+            if let (Host::Server(node), true) = (c.from, m.to == c.from) {
+                self.children
+                    .push(Reverse((c.send_ns as u64, m.recv_ns as u64, node)));
             }
         }
     }
 
-    /// Processes events before `frontier`.
+    /// Counts the children sent before `frontier` (every instance that starts before
+    /// `frontier` has been added) and forgets the served calls that no child left can be
+    /// nested in.
     pub fn advance(&mut self, frontier: f64) {
-        while let Some(Reverse((t, _, _))) = self.events.peek() {
-            if (*t as f64) >= frontier {
+        while let Some(&Reverse((send, back, node))) = self.children.peek() {
+            if (send as f64) >= frontier {
                 break;
             }
-            let Some(Reverse((t, delta, node))) = self.events.pop() else {
-                break;
-            };
+            self.children.pop();
+            let (send, back) = (send as f64, back as f64);
+            if send < self.from_ns {
+                continue;
+            }
+            let enclosing = self.served[node as usize]
+                .iter()
+                .filter(|&&(arrival, answer)| arrival <= send && answer >= back)
+                .count();
             let n = &mut self.nodes[node as usize];
-            let dt = t.saturating_sub(n.last) as f64;
-            if n.open > 0 {
-                n.integral += dt * n.open as f64;
-                n.busy += dt;
-            }
-            n.open += delta as i64;
-            n.last = t;
+            n.children += 1;
+            n.candidates += enclosing as u64;
+        }
+        let oldest = self
+            .children
+            .peek()
+            .map_or(frontier, |Reverse((send, _, _))| {
+                (*send as f64).min(frontier)
+            });
+        for served in &mut self.served {
+            served.retain(|&(_, answer)| answer >= oldest);
         }
     }
 
-    /// Per-node parallelism (`None` for idle nodes) and their mean.
+    /// Per-node parallelism (`None` for nodes that made no calls) and the mean over all
+    /// children (0 when there were none).
     pub fn finish(mut self) -> (f64, Vec<Option<f64>>) {
         self.advance(f64::INFINITY);
         let per: Vec<Option<f64>> = self
             .nodes
             .iter()
-            .map(|n| (n.busy > 0.0).then(|| n.integral / n.busy))
+            .map(|n| (n.children > 0).then(|| n.candidates as f64 / n.children as f64))
             .collect();
-        let active: Vec<f64> = per.iter().flatten().copied().collect();
-        let mean = if active.is_empty() {
+        let (children, candidates) = self
+            .nodes
+            .iter()
+            .fold((0, 0), |(c, k), n| (c + n.children, k + n.candidates));
+        let mean = if children == 0 {
             0.0
         } else {
-            active.iter().sum::<f64>() / active.len() as f64
+            candidates as f64 / children as f64
         };
         (mean, per)
     }
 }
 
-/// Measures the mean per-node parallelism of a run of `messages` messages.
+/// Measures the mean per-node parallelism of a run over `messages` messages that follow as
+/// many others: the loops start together, so a run begins more parallel than it goes on.
 pub fn measure(
     system: &System,
     seed: u64,
@@ -325,11 +362,16 @@ pub fn measure(
 ) -> f64 {
     let mut meter = ParallelismMeter::new(system.nodes.len());
     let mut count = 0;
+    let mut counting = false;
     for instance in Simulator::new(system, seed, multiplier, think_scale) {
         meter.advance(instance.start_ns);
+        if !counting && count >= messages {
+            meter.count_from(instance.start_ns);
+            counting = true;
+        }
         count += instance.messages.len() as u64;
         meter.add(&instance);
-        if count >= messages {
+        if count >= 2 * messages {
             break;
         }
     }
@@ -341,6 +383,10 @@ pub fn measure(
 pub fn calibrate(system: &System, seed: u64, target: f64, messages: u64) -> (u32, f64, f64) {
     let sample = messages.clamp(5_000, 40_000);
     let (lo_scale, hi_scale) = (1e-4_f64, 1e4_f64);
+    if measure(system, seed, 1, lo_scale, sample) == 0.0 {
+        // No server makes calls: there is nothing to calibrate.
+        return (1, 1.0, 0.0);
+    }
     let mut multiplier = 1u32;
     while multiplier < 4096 && measure(system, seed, multiplier, lo_scale, sample) < target {
         multiplier *= 2;
@@ -394,6 +440,66 @@ mod tests {
                 inst.messages[3].recv_ns.max(inst.messages[4].recv_ns)
             );
         }
+    }
+
+    /// Builds an instance from (from, to, send, recv, answers) in true ns.
+    fn instance(id: u64, messages: &[(Host, Host, f64, f64, Option<usize>)]) -> Instance {
+        Instance {
+            id,
+            tracelet: 0,
+            start_ns: messages[0].2,
+            messages: messages
+                .iter()
+                .enumerate()
+                .map(
+                    |(index, &(from, to, send_ns, recv_ns, answers))| GenMessage {
+                        id: index as u64,
+                        index,
+                        parent: index.checked_sub(1),
+                        from,
+                        to,
+                        send_ns,
+                        recv_ns,
+                        latency_ns: recv_ns - send_ns,
+                        bytes: 100,
+                        answers,
+                    },
+                )
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn parallelism_counts_the_served_calls_that_enclose_each_call() {
+        let (a, b, c) = (Host::Client(0), Host::Server(0), Host::Server(1));
+        // B serves two requests; the first's call to C is nested in both, the second's in
+        // its own only (the first was answered before that call's return).
+        let first = instance(
+            0,
+            &[
+                (a, b, 0.0, 10.0, None),
+                (b, c, 20.0, 25.0, None),
+                (c, b, 30.0, 35.0, Some(1)),
+                (b, a, 40.0, 45.0, Some(0)),
+            ],
+        );
+        let second = instance(
+            1,
+            &[
+                (a, b, 5.0, 15.0, None),
+                (b, c, 50.0, 55.0, None),
+                (c, b, 60.0, 65.0, Some(1)),
+                (b, a, 100.0, 105.0, Some(0)),
+            ],
+        );
+        let mut meter = ParallelismMeter::new(2);
+        meter.advance(first.start_ns);
+        meter.add(&first);
+        meter.advance(second.start_ns);
+        meter.add(&second);
+        let (mean, per_node) = meter.finish();
+        assert_eq!(per_node, vec![Some(1.5), None]);
+        assert_eq!(mean, 1.5);
     }
 
     #[test]
