@@ -661,9 +661,10 @@ pub struct AnalyzeArgs {
     /// Linking: a node's calls are assigned to the requests they serve jointly, over windows
     /// of this much event time (each cause taking one call, a further one at a penalty),
     /// instead of one by one as they come; 0 links each call on its own. A window's output
-    /// is held back until it closes; of 20 ms to 500 ms, 20-50 ms did best on Project 5's
-    /// traces.
-    #[arg(long, value_name = "DURATION", default_value = "50ms", value_parser = parse_duration, help_heading = "Paths")]
+    /// is held back until it closes. Of 0, 5, 10, 25, 50 and 100 ms, 5-10 ms did best on
+    /// Project 5's multi-tier traces at parallelism 45 (the pathological and less parallel
+    /// ones did as well at any of them).
+    #[arg(long, value_name = "DURATION", default_value = "10ms", value_parser = parse_duration, help_heading = "Paths")]
     pub match_window: Duration,
     /// Linking: how each node pair's mean causal delay is estimated.
     #[arg(long, value_enum, default_value_t = DelayEstimateArg::Smallest, help_heading = "Paths")]

@@ -226,7 +226,7 @@ impl Default for LinkConfig {
             type_memory: 1000.0,
             order_slack_ns: 500_000_000,
             null_shift_ns: 100_000_000,
-            match_window_ns: 50_000_000,
+            match_window_ns: 10_000_000,
         }
     }
 }
