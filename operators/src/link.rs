@@ -48,8 +48,9 @@
 //!   node sent between the answer and the reply, whose answers came back before it). This
 //!   tells a task that answers right after the call from one that goes on calling, without
 //!   taking a task that goes on for one that has stopped; the gap densities learn the share
-//!   of each gap that is a direct reply. At Project 5's parallelism 45 a web server's calls
-//!   got their true parent 37.4% of the time with the look-ahead, 30.4% without.
+//!   of each gap that is a direct reply. On the generator's earlier "@45" traces (28
+//!   candidate parents per call by Project 5's measure) a web server's calls got their true
+//!   parent 37.4% of the time with the look-ahead, 30.4% without.
 //! - **Joint decision** (beyond WAP5 and Project 5, which decide each message on its own): a
 //!   node's calls are decided together over match windows (`match_window_ns`, aligned to
 //!   multiples of it). In rounds, every call not decided yet is weighed as above and the calls
@@ -1316,7 +1317,7 @@ impl Linker {
     }
 
     /// The calls the node of call `p` made after `p`'s answer came back and before `until`
-    /// whose own answers came back before `until` (at most 64), each with how typical its
+    /// whose own answers came back before `until` (at most [`MAX_FOLLOWS`]), each with how typical its
     /// delay after that answer is for a call following it; the calls whose link type is
     /// not learned yet are left out.
     fn follows(&self, p: &Prep, until: Time, follows: &mut Vec<Follow>) {
@@ -1334,14 +1335,13 @@ impl Linker {
             let Some((answer, callee)) = d.answer.filter(|x| x.0 < until) else {
                 continue;
             };
-            let send = d.send;
             let kind = link_type(answer_kind, false, p.from, callee, false);
-            if let Some(d) = self.matured(kind, p.event_ns) {
+            if let Some(density) = self.matured(kind, p.event_ns) {
                 follows.push(Follow {
-                    send,
+                    send: d.send,
                     answer,
                     kind,
-                    fit: d.relative((send - a) as f64),
+                    fit: density.relative((d.send - a) as f64),
                 });
             }
         }

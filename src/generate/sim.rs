@@ -383,13 +383,15 @@ pub fn measure(
 pub fn calibrate(system: &System, seed: u64, target: f64, messages: u64) -> (u32, f64, f64) {
     let sample = messages.clamp(5_000, 40_000);
     let (lo_scale, hi_scale) = (1e-4_f64, 1e4_f64);
-    if measure(system, seed, 1, lo_scale, sample) == 0.0 {
+    let mut multiplier = 1u32;
+    let mut busiest = measure(system, seed, multiplier, lo_scale, sample);
+    if busiest == 0.0 {
         // No server makes calls: there is nothing to calibrate.
         return (1, 1.0, 0.0);
     }
-    let mut multiplier = 1u32;
-    while multiplier < 4096 && measure(system, seed, multiplier, lo_scale, sample) < target {
+    while multiplier < 4096 && busiest < target {
         multiplier *= 2;
+        busiest = measure(system, seed, multiplier, lo_scale, sample);
     }
     // Parallelism falls as think times grow: bisect on log(scale).
     let (mut lo, mut hi) = (lo_scale.ln(), hi_scale.ln());
