@@ -76,14 +76,17 @@ SCENARIOS (t0 = start of traffic; every loop is bounded by --duration and by a c
            a moment, TCP small queues defer the last segments to the TSQ handler, which
            empties the queue while the writer sleeps, as on a real NIC.
   incast   an aggregator in the peer opens 8 (--incast-workers) connections to the workers in
-           A; in bursts of queries (2 s on, 2 s off, from t0), every 500 ms (or when all
+           A; in bursts of queries (2 s on, 2 s off, from t0), every 250 ms (or when all
            answers are in, if later) it sends an 8-byte request
            on all of them at once (in a new random order each round, seeded) and every
-           worker answers 128 KB at once; the peer's
+           worker answers 64 KB at once; the peer's
            ingress from the link is shaped by tbf rate 50mbit burst 3000 limit 10000
            (~6 packets of queue) -> answers collide, lose whole windows, time out
-           [timeout -> fast_retransmit]; a round takes ~500 ms where the link alone needs
-           ~170 ms (1 MB at 50 mbit).
+           [timeout -> fast_retransmit]; a round takes ~285 ms where the link alone needs
+           ~85 ms (512 KB at 50 mbit).  Several rounds per second, rather than the two of
+           128 KB answers, make each worker's losses per second less a matter of chance, so
+           that the workers' problems rise and fall together more reliably (the packets'
+           ACC over the link was 0.39-0.58 with 128 KB every 500 ms, 0.55-0.66 now).
   control  2 healthy transfers, 8 full segments (11584 B) every 20 ms, TCP_NODELAY, on a
            clean link, peer SO_RCVBUF 4 MB  [app_limited]: whole, even numbers of full
            segments, and a receive window that does not depend on the reader, make the
@@ -274,7 +277,7 @@ def make_plan(a):
             sc["server_side"] = "a"
             sc["impairment"] = {"kind": "tbf", "where": "peer ingress (ifb)",
                                 "rate": "50mbit", "burst": 3000, "limit": 10000}
-            sc["params"] = {"size": 131072, "period": 0.5, "burst_on": 2.0, "burst_off": 2.0}
+            sc["params"] = {"size": 65536, "period": 0.25, "burst_on": 2.0, "burst_off": 2.0}
             sc["rounds"] = []
             for k in range(1, a.incast_workers + 1):
                 sc["connections"].append({
