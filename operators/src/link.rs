@@ -872,6 +872,10 @@ impl FirstArrival {
     }
 }
 
+/// How far ahead of the record taken from a reorder buffer the next one is read early
+/// ([`Reorder::upcoming`]).
+pub(crate) const TOUCH_AHEAD: usize = 2;
+
 /// Weight of a candidate that belongs to no task.
 const TASKLESS: f64 = 0.1;
 
@@ -2111,6 +2115,9 @@ impl<'scope> Link<'scope> for Stream<'scope, Time, Vec<Box<Message>>> {
                         };
                         if take_arrival {
                             if let Some((_, _, a)) = waiting_arrivals.pop_before(arrivals_bound) {
+                                if let Some(next) = waiting_arrivals.upcoming(TOUCH_AHEAD) {
+                                    std::hint::black_box((next.event_ns, next.conn));
+                                }
                                 linker.insert(a);
                             }
                         } else if next_close.is_some_and(|w| next_child.is_none_or(|c| w <= c)) {
@@ -2119,6 +2126,9 @@ impl<'scope> Link<'scope> for Stream<'scope, Time, Vec<Box<Message>>> {
                                 session.give_iterator(linked.drain(..));
                             }
                         } else if let Some((_, id, m)) = waiting_children.pop_before(bound) {
+                            if let Some(next) = waiting_children.upcoming(TOUCH_AHEAD) {
+                                next.touch();
+                            }
                             let p = linker.prepare(id, &m);
                             let width = linker.config.match_window_ns;
                             if width > 0 && !p.root && p.only_from.is_none() {

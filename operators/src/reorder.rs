@@ -111,6 +111,17 @@ impl<T> Reorder<T> {
         Some((t, i, item))
     }
 
+    /// The record `ahead` places behind the first, when the keys are in order: a caller that
+    /// reads into it early ([`crate::message::Message::touch`]) has its memory fetched while
+    /// it works on the first (records wait long enough to leave the cache).
+    pub fn upcoming(&self, ahead: usize) -> Option<&T> {
+        if !self.sorted {
+            return None;
+        }
+        let (_, _, slot) = self.keys.get(ahead)?;
+        self.slots.get(*slot as usize)?.as_ref()
+    }
+
     /// Records waiting.
     pub fn len(&self) -> usize {
         self.keys.len()
@@ -177,8 +188,27 @@ mod tests {
                         prop_assert_eq!(got, model.remove(0));
                     }
                     prop_assert!(model.first().is_none_or(|(t, _, _)| *t >= b));
+                    // What `upcoming` shows is what leaves that many places later.
+                    for ahead in 0..3 {
+                        if let Some(u) = r.upcoming(ahead) {
+                            prop_assert_eq!(*u, model[ahead].2);
+                        }
+                    }
                 }
             }
         }
+    }
+
+    #[test]
+    fn upcoming_shows_the_records_in_release_order_once_sorted() {
+        let mut r = Reorder::default();
+        r.push(5, 0, "b");
+        r.push(3, 0, "a");
+        assert_eq!(r.upcoming(0), None, "out of order: nothing until sorted");
+        assert_eq!(r.pop_before(None), Some((3, 0, "a")));
+        r.push(7, 0, "c");
+        assert_eq!(r.upcoming(0), Some(&"b"));
+        assert_eq!(r.upcoming(1), Some(&"c"));
+        assert_eq!(r.upcoming(2), None);
     }
 }
