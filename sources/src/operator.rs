@@ -27,8 +27,12 @@
 //!   than `min_ahead_ns` past it with more than `max_in_flight` of its records not through
 //!   the dataflow yet: a fast worker cannot outrun a slow one by more than that much event
 //!   time, and the records in flight stay bounded however fast they come. Reading ahead
-//!   lets the workers of a busy pipeline work without waiting for each other (a 4.7 million
-//!   message trace linked 8% faster with 120 s than with 30 s).
+//!   lets the workers of a busy pipeline work without waiting for each other, but what is
+//!   read ahead waits in buffers and leaves the cache: the 4.7 million message trace (1,600
+//!   messages per second of event time, about 26 s of which the clock correction, `link`
+//!   and `paths` hold back) linked in 9.0-9.9 s with at most 60 s ahead, against 10.5-11.0 s
+//!   with 120 s (peak RSS 115-131 MiB against 219-231), 9.5-10.2 s with 50 s, 9.7-10.3 s
+//!   with 80 s, and 10.2-11.0 s with 30 or 40 s, where the source waits on the hold-back.
 //! - **Cost**: per record, one comparison per reader holding records; reading and decoding
 //!   are the readers' cost.
 
@@ -81,7 +85,7 @@ impl Default for SourceConfig {
             tick_ns: 1_000_000,
             batch: 1024,
             budget: 8192,
-            max_ahead_ns: 120_000_000_000,
+            max_ahead_ns: 60_000_000_000,
             min_ahead_ns: 30_000_000_000,
             max_in_flight: 200_000,
             resume_ns: None,
