@@ -1033,7 +1033,7 @@ impl<'scope> Correct<'scope> for Stream<'scope, Time, Vec<Box<Message>>> {
                     }
                     let mut recent = Recent::new(&history);
                     while let Some((due, _, mut m)) = waiting.pop_before(est_now) {
-                        if let Some(next) = waiting.upcoming(crate::link::TOUCH_AHEAD) {
+                        if let Some(next) = waiting.upcoming(crate::reorder::TOUCH_AHEAD) {
                             next.touch();
                         }
                         let at = m.event_ns;

@@ -122,7 +122,7 @@ use crate::assign::Assign;
 use crate::density::{CausalDensity, DelayDensity};
 use crate::message::Message;
 use crate::ports::Ports;
-use crate::reorder::Reorder;
+use crate::reorder::{Reorder, TOUCH_AHEAD};
 
 /// A probability in millionths.
 pub type Prob = u32;
@@ -871,10 +871,6 @@ impl FirstArrival {
         self.newest_event = self.newest_event.max(event_ns);
     }
 }
-
-/// How far ahead of the record taken from a reorder buffer the next one is read early
-/// ([`Reorder::upcoming`]).
-pub(crate) const TOUCH_AHEAD: usize = 2;
 
 /// Weight of a candidate that belongs to no task.
 const TASKLESS: f64 = 0.1;

@@ -1561,7 +1561,9 @@ impl<'scope> BuildPaths<'scope> for Stream<'scope, Time, Vec<Linked>> {
                             }
                             (Some(_), _) => {
                                 if let Some((_, _, l)) = waiting.pop_before(None) {
-                                    if let Some(next) = waiting.upcoming(crate::link::TOUCH_AHEAD) {
+                                    if let Some(next) =
+                                        waiting.upcoming(crate::reorder::TOUCH_AHEAD)
+                                    {
                                         next.message.touch();
                                     }
                                     paths.insert(l);

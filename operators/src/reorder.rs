@@ -16,6 +16,10 @@ use std::collections::VecDeque;
 
 use causeway_sources::Time;
 
+/// How many places behind the record just released the operators read one early
+/// ([`Reorder::upcoming`]): far enough that its memory arrives before it is wanted.
+pub const TOUCH_AHEAD: usize = 2;
+
 /// Records waiting for the frontier, released in `(time, id)` order.
 #[derive(Debug)]
 pub struct Reorder<T> {
