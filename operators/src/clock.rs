@@ -1032,10 +1032,7 @@ impl<'scope> Correct<'scope> for Stream<'scope, Time, Vec<Box<Message>>> {
                         session.give(m);
                     }
                     let mut recent = Recent::new(&history);
-                    while let Some((due, _, mut m)) = waiting.pop_before(est_now) {
-                        if let Some(next) = waiting.upcoming(crate::reorder::TOUCH_AHEAD) {
-                            next.touch();
-                        }
+                    while let Some((due, _, mut m)) = waiting.pop_touching(est_now) {
                         let at = m.event_ns;
                         if due > at.saturating_add(delay) {
                             late.remove(at);

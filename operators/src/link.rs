@@ -122,7 +122,7 @@ use crate::assign::Assign;
 use crate::density::{CausalDensity, DelayDensity};
 use crate::message::Message;
 use crate::ports::Ports;
-use crate::reorder::{Reorder, TOUCH_AHEAD};
+use crate::reorder::{Reorder, Touch};
 
 /// A probability in millionths.
 pub type Prob = u32;
@@ -869,6 +869,20 @@ impl FirstArrival {
         self.first_local = self.first_local.min(local_ns);
         self.newest_local = self.newest_local.max(local_ns);
         self.newest_event = self.newest_event.max(event_ns);
+    }
+}
+
+impl Touch for Arrival {
+    #[inline]
+    fn touch(&self) {
+        std::hint::black_box((self.event_ns, self.conn));
+    }
+}
+
+impl Touch for Linked {
+    #[inline]
+    fn touch(&self) {
+        self.message.touch();
     }
 }
 
@@ -2110,10 +2124,7 @@ impl<'scope> Link<'scope> for Stream<'scope, Time, Vec<Box<Message>>> {
                             (None, None) => break,
                         };
                         if take_arrival {
-                            if let Some((_, _, a)) = waiting_arrivals.pop_before(arrivals_bound) {
-                                if let Some(next) = waiting_arrivals.upcoming(TOUCH_AHEAD) {
-                                    std::hint::black_box((next.event_ns, next.conn));
-                                }
+                            if let Some((_, _, a)) = waiting_arrivals.pop_touching(arrivals_bound) {
                                 linker.insert(a);
                             }
                         } else if next_close.is_some_and(|w| next_child.is_none_or(|c| w <= c)) {
@@ -2121,10 +2132,7 @@ impl<'scope> Link<'scope> for Stream<'scope, Time, Vec<Box<Message>>> {
                                 linker.flush(sends, &mut linked);
                                 session.give_iterator(linked.drain(..));
                             }
-                        } else if let Some((_, id, m)) = waiting_children.pop_before(bound) {
-                            if let Some(next) = waiting_children.upcoming(TOUCH_AHEAD) {
-                                next.touch();
-                            }
+                        } else if let Some((_, id, m)) = waiting_children.pop_touching(bound) {
                             let p = linker.prepare(id, &m);
                             let width = linker.config.match_window_ns;
                             if width > 0 && !p.root && p.only_from.is_none() {

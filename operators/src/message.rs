@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::domain::Domain;
 use crate::names::NodeName;
+use crate::reorder::Touch;
 
 /// A message from one node to another.
 #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -52,12 +53,9 @@ pub struct Message {
     pub event_ns: Time,
 }
 
-impl Message {
-    /// Reads a few fields from across the record, for nothing: a cheap load that brings its
-    /// memory into the cache while the caller works on something else (safe code has no
-    /// prefetch instruction; an unused load is nearly one, for an out-of-order CPU).
+impl Touch for Message {
     #[inline]
-    pub fn touch(&self) {
+    fn touch(&self) {
         std::hint::black_box((
             self.event_ns,
             self.send_ns,
@@ -66,7 +64,9 @@ impl Message {
             self.row,
         ));
     }
+}
 
+impl Message {
     /// Event time in the reference clock.
     pub fn ts_ns(&self) -> Time {
         self.event_ns

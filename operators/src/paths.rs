@@ -1560,12 +1560,7 @@ impl<'scope> BuildPaths<'scope> for Stream<'scope, Time, Vec<Linked>> {
                                 paths.next_snapshot = Some(s + paths.config.every_ns);
                             }
                             (Some(_), _) => {
-                                if let Some((_, _, l)) = waiting.pop_before(None) {
-                                    if let Some(next) =
-                                        waiting.upcoming(crate::reorder::TOUCH_AHEAD)
-                                    {
-                                        next.message.touch();
-                                    }
+                                if let Some((_, _, l)) = waiting.pop_touching(None) {
                                     paths.insert(l);
                                 }
                             }

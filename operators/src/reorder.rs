@@ -16,9 +16,25 @@ use std::collections::VecDeque;
 
 use causeway_sources::Time;
 
-/// How many places behind the record just released the operators read one early
-/// ([`Reorder::upcoming`]): far enough that its memory arrives before it is wanted.
-pub const TOUCH_AHEAD: usize = 2;
+/// How many places behind the record it releases [`Reorder::pop_touching`] reads one early:
+/// far enough that its memory arrives before it is wanted.
+const TOUCH_AHEAD: usize = 2;
+
+/// A record that can be read early, for nothing: a cheap load that brings its memory into the
+/// cache while the caller works on something else (safe code has no prefetch instruction; an
+/// unused load is nearly one, for an out-of-order CPU). Records wait in a [`Reorder`] long
+/// enough to leave the cache.
+pub trait Touch {
+    /// Reads a few fields from across the record.
+    fn touch(&self);
+}
+
+impl<T: Touch> Touch for Box<T> {
+    #[inline]
+    fn touch(&self) {
+        (**self).touch();
+    }
+}
 
 /// Records waiting for the frontier, released in `(time, id)` order.
 #[derive(Debug)]
@@ -115,10 +131,22 @@ impl<T> Reorder<T> {
         Some((t, i, item))
     }
 
-    /// The record `ahead` places behind the first, when the keys are in order: a caller that
-    /// reads into it early ([`crate::message::Message::touch`]) has its memory fetched while
-    /// it works on the first (records wait long enough to leave the cache).
-    pub fn upcoming(&self, ahead: usize) -> Option<&T> {
+    /// [`Reorder::pop_before`], reading the record [`TOUCH_AHEAD`] places behind the one
+    /// released early ([`Touch`]), so that its memory is fetched while the caller works.
+    #[inline]
+    pub fn pop_touching(&mut self, bound: Option<Time>) -> Option<(Time, u64, T)>
+    where
+        T: Touch,
+    {
+        let first = self.pop_before(bound)?;
+        if let Some(next) = self.upcoming(TOUCH_AHEAD) {
+            next.touch();
+        }
+        Some(first)
+    }
+
+    /// The record `ahead` places behind the first, when the keys are in order.
+    fn upcoming(&self, ahead: usize) -> Option<&T> {
         if !self.sorted {
             return None;
         }
