@@ -52,6 +52,7 @@ use timely::dataflow::operators::vec::Broadcast;
 
 use crate::domain::Domain;
 use crate::message::Message;
+use crate::recent::partition_point_from_back;
 use crate::reorder::Reorder;
 
 /// Width of the estimation buckets: one second.
@@ -858,7 +859,7 @@ type History = crate::FastMap<Domain, VecDeque<ClockOffset>>;
 /// Adds an estimate to its domain's history, replacing one for the same second.
 fn remember(history: &mut History, o: ClockOffset) {
     let h = history.entry(o.domain.clone()).or_default();
-    let i = h.partition_point(|e| e.at < o.at);
+    let i = partition_point_from_back(&h, |e| e.at < o.at);
     match h.get_mut(i) {
         Some(e) if e.at == o.at => *e = o,
         _ => h.insert(i, o),
@@ -882,7 +883,7 @@ fn corrected(
 ) -> Option<Time> {
     let raw = raw?;
     fn estimate(h: &VecDeque<ClockOffset>, at: Time) -> Option<&ClockOffset> {
-        match h.partition_point(|e| e.at <= at) {
+        match partition_point_from_back(&h, |e| e.at <= at) {
             0 => h
                 .front()
                 .filter(|e| e.at <= at.saturating_add(LOOK_AHEAD_NS)),

@@ -86,6 +86,7 @@ pub mod paths;
 pub mod pattern;
 pub mod ports;
 pub mod problem;
+pub mod recent;
 pub mod reconcile;
 pub mod reorder;
 pub mod resources;

@@ -122,6 +122,7 @@ use crate::assign::Assign;
 use crate::density::{CausalDensity, DelayDensity};
 use crate::message::Message;
 use crate::ports::Ports;
+use crate::recent::partition_point_from_back;
 use crate::reorder::{Reorder, Touch};
 
 /// A probability in millionths.
@@ -933,7 +934,7 @@ impl Linker {
             // The answer to the node's latest send on the connection before it.
             if let Some((s, _)) = c.sends.before(a.local_ns, false) {
                 if let Some(list) = self.departures.get_mut(&a.to) {
-                    let i = list.partition_point(|d| d.send < s);
+                    let i = partition_point_from_back(&list, |d| d.send < s);
                     for d in list.range_mut(i..).take_while(|d| d.send == s) {
                         if d.conn == a.conn && d.answer.is_none_or(|x| a.local_ns < x.0) {
                             d.answer = Some((a.local_ns, a.kind_from));
@@ -957,7 +958,7 @@ impl Linker {
                 },
             );
             let list = &mut self.node_tasks.entry(a.to).or_default().list;
-            let i = list.partition_point(|t| t.request_ns <= a.local_ns);
+            let i = partition_point_from_back(&list, |t| t.request_ns <= a.local_ns);
             list.insert(
                 i,
                 TaskRef {
@@ -1045,7 +1046,7 @@ impl Linker {
             .filter(|r| !r.2)
             .map(|r| (r.0, r.3));
         let list = self.departures.entry(node).or_default();
-        let i = list.partition_point(|d| d.send <= send);
+        let i = partition_point_from_back(&list, |d| d.send <= send);
         list.insert(
             i,
             Departure {
@@ -1075,7 +1076,7 @@ impl Linker {
                 task.reply_ns = Some(send);
                 // The copy in the node's list of tasks.
                 if let Some(tasks) = self.node_tasks.get_mut(&node) {
-                    let i = tasks.list.partition_point(|t| t.request_ns < local);
+                    let i = partition_point_from_back(&tasks.list, |t| t.request_ns < local);
                     for t in tasks
                         .list
                         .range_mut(i..)
@@ -1341,7 +1342,7 @@ impl Linker {
         let Some(list) = self.departures.get(&p.from) else {
             return;
         };
-        let i = list.partition_point(|d| d.send <= a);
+        let i = partition_point_from_back(&list, |d| d.send <= a);
         for d in list.range(i..).take(MAX_FOLLOWS) {
             if d.send >= until {
                 break;
@@ -1789,7 +1790,7 @@ impl Linker {
             let Some(list) = self.one_sided.get(&from) else {
                 return;
             };
-            let end = list.partition_point(|a| a.local_ns <= at);
+            let end = partition_point_from_back(&list, |a| a.local_ns <= at);
             for a in list.range(..end).rev() {
                 if at - a.local_ns > x || candidates.len() - start >= keep {
                     break;
@@ -1805,7 +1806,7 @@ impl Linker {
         // Answered before this send or before the call's own answer came.
         let answered = |r: Time| r < at || nested_until.is_some_and(|n| r < n);
         if let Some(tasks) = self.node_tasks.get(&from) {
-            let end = tasks.list.partition_point(|t| t.request_ns <= at);
+            let end = partition_point_from_back(&tasks.list, |t| t.request_ns <= at);
             for t in tasks.list.range(..end) {
                 if t.reply_ns.is_some_and(answered) {
                     continue;
@@ -1845,7 +1846,7 @@ impl Linker {
             // `x`. (A call is made for a task: an answer that belongs to none answered a
             // call that started a path itself, what a client does next, not a cause.)
             if let Some(list) = self.taskless.get(&from) {
-                let end = list.partition_point(|a| a.local_ns <= at);
+                let end = partition_point_from_back(&list, |a| a.local_ns <= at);
                 for a in list.range(..end).rev() {
                     if at - a.local_ns > x {
                         break;
@@ -1889,7 +1890,7 @@ impl Linker {
             return;
         };
         if let Some(list) = self.taskless.get_mut(&node) {
-            let j = list.partition_point(|a| a.local_ns < r);
+            let j = partition_point_from_back(&list, |a| a.local_ns < r);
             if let Some(off) = list
                 .range(j..)
                 .take_while(|a| a.local_ns == r)
