@@ -123,7 +123,7 @@ use crate::density::{CausalDensity, DelayDensity};
 use crate::message::Message;
 use crate::ports::Ports;
 use crate::recent::partition_point_from_back;
-use crate::reorder::{Reorder, Touch};
+use crate::reorder::{Reorder, Touch, prefetch};
 
 /// A probability in millionths.
 pub type Prob = u32;
@@ -873,17 +873,10 @@ impl FirstArrival {
     }
 }
 
-impl Touch for Arrival {
-    #[inline]
-    fn touch(&self) {
-        std::hint::black_box((self.event_ns, self.conn));
-    }
-}
-
 impl Touch for Linked {
     #[inline]
     fn touch(&self) {
-        self.message.touch();
+        prefetch::<Message>(&self.message);
     }
 }
 

@@ -7,7 +7,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::domain::Domain;
 use crate::names::NodeName;
-use crate::reorder::Touch;
 
 /// A message from one node to another.
 #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -51,19 +50,6 @@ pub struct Message {
     /// Event time: the send (else receive) time in the reference clock as the sources aligned
     /// it, before the `clock` operator's finer correction.
     pub event_ns: Time,
-}
-
-impl Touch for Message {
-    #[inline]
-    fn touch(&self) {
-        std::hint::black_box((
-            self.event_ns,
-            self.send_ns,
-            self.recv_corrected_ns,
-            self.src.len(),
-            self.row,
-        ));
-    }
 }
 
 impl Message {
