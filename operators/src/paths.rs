@@ -51,8 +51,7 @@
 //!   `max_patterns` like the others). Saving costs one pass over the pattern table.
 
 use std::cell::RefCell;
-use std::cmp::Reverse;
-use std::collections::{BTreeSet, BinaryHeap, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 use std::hash::BuildHasher;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -73,6 +72,7 @@ use crate::message::Message;
 use crate::names::Names;
 use crate::pattern::PatternNode;
 use crate::ports::Ports;
+use crate::recent::partition_point_from_back;
 use crate::reorder::Reorder;
 
 /// Links at least this likely are probably true.
@@ -617,8 +617,10 @@ struct Paths {
     /// Links to parents not inserted yet: parent id to (child's event time, child's slot,
     /// probability).
     orphans: FastMap<u64, Vec<(Time, u64, Prob)>>,
-    /// Roots by the time to judge them, then id, with their slots.
-    pending: BinaryHeap<Reverse<(Time, u64, u64)>>,
+    /// Roots by the time to judge them, then id, with their slots, in order. They come
+    /// nearly in order (a root's event time plus a constant, or a later look again), so a
+    /// sorted deque filled from the back costs less than a heap.
+    pending: VecDeque<(Time, u64, u64)>,
     /// Roots not judged yet by event time, then id.
     pending_roots: BTreeSet<(Time, u64)>,
     ports: Ports,
@@ -720,6 +722,13 @@ impl Paths {
         }
     }
 
+    /// Schedules the root `(root_id, slot)` to be judged at `ready`.
+    fn judge_at(&mut self, ready: Time, root_id: u64, slot: u64) {
+        let key = (ready, root_id, slot);
+        let i = partition_point_from_back(&self.pending, |e| *e <= key);
+        self.pending.insert(i, key);
+    }
+
     fn settle(&self) -> Time {
         self.config
             .max_delay_ns
@@ -767,8 +776,7 @@ impl Paths {
             .unwrap_or_default();
         let s = f64::from(l.spontaneous) / f64::from(ONE);
         if decide(s, l.best.is_none()) != Decision::False {
-            self.pending
-                .push(Reverse((t.saturating_add(self.settle()), l.id, slot)));
+            self.judge_at(t.saturating_add(self.settle()), l.id, slot);
             self.pending_roots.insert((t, l.id));
         }
         self.entries.push(Entry {
@@ -1228,11 +1236,11 @@ impl Paths {
 
     /// Finishes the roots that are ready at `now` (all of them when `now` is `None`).
     fn finish_roots(&mut self, now: Option<Time>, out: &mut Vec<PathRecord>) {
-        while let Some(&Reverse((ready, root_id, root))) = self.pending.peek() {
+        while let Some(&(ready, root_id, root)) = self.pending.front() {
             if now.is_some_and(|n| ready >= n) {
                 break;
             }
-            self.pending.pop();
+            self.pending.pop_front();
             let Some(root_ns) = self.entries.get(&root).map(|e| e.event_ns) else {
                 continue;
             };
@@ -1245,7 +1253,7 @@ impl Paths {
                 && root_ns.saturating_add(self.config.max_path_ns) > ready
             {
                 // A child may still come: look again when it would have.
-                self.pending.push(Reverse((settled, root_id, root)));
+                self.judge_at(settled, root_id, root);
                 continue;
             }
             self.pending_roots.remove(&(root_ns, root_id));
@@ -1500,7 +1508,7 @@ impl<'scope> BuildPaths<'scope> for Stream<'scope, Time, Vec<Linked>> {
                     config,
                     entries: Slots::default(),
                     orphans: FastMap::default(),
-                    pending: BinaryHeap::new(),
+                    pending: VecDeque::new(),
                     pending_roots: BTreeSet::new(),
                     ports: Ports::default(),
                     patterns: FastMap::default(),
@@ -1544,10 +1552,7 @@ impl<'scope> BuildPaths<'scope> for Stream<'scope, Time, Vec<Linked>> {
                         let snap = paths.next_snapshot;
                         let msg_ready = next_msg.filter(|t| now.is_none_or(|n| *t < n));
                         if let Some(t) = msg_ready {
-                            if paths
-                                .pending
-                                .peek()
-                                .is_some_and(|Reverse((r, _, _))| *r <= t)
+                            if paths.pending.front().is_some_and(|(r, _, _)| *r <= t)
                                 && snap.is_none_or(|s| s > t)
                             {
                                 paths.finish_roots(Some(t.saturating_add(1)), &mut out);
