@@ -73,7 +73,7 @@ use crate::names::Names;
 use crate::pattern::PatternNode;
 use crate::ports::Ports;
 use crate::recent::partition_point_from_back;
-use crate::reorder::Reorder;
+use crate::reorder::{Reorder, prefetch};
 
 /// Links at least this likely are probably true.
 const PROBABLY_TRUE: f64 = 0.75;
@@ -609,6 +609,11 @@ impl Slots {
         self.entries.len()
     }
 }
+
+/// How far ahead of the root being judged [`Paths::prefetch_roots`] fetches a root's entry,
+/// and its message and children's entries.
+const PREFETCH_FAR: usize = 8;
+const PREFETCH_NEAR: usize = 4;
 
 /// The state of the `paths` operator.
 struct Paths {
@@ -1234,6 +1239,32 @@ impl Paths {
         }
     }
 
+    /// Prefetches what the roots waiting next will read ([`prefetch`]): their entries,
+    /// [`PREFETCH_FAR`] places ahead, then, once those have come, [`PREFETCH_NEAR`] places
+    /// ahead, their messages and their children's entries. A root is judged seconds after it
+    /// came, when its tree has left the cache.
+    fn prefetch_roots(&self) {
+        if let Some(e) = self
+            .pending
+            .get(PREFETCH_FAR)
+            .and_then(|r| self.entries.get(&r.2))
+        {
+            prefetch(e);
+        }
+        if let Some(e) = self
+            .pending
+            .get(PREFETCH_NEAR)
+            .and_then(|r| self.entries.get(&r.2))
+        {
+            prefetch::<Message>(&e.m);
+            for (c, _) in &e.children {
+                if let Some(ce) = self.entries.get(c) {
+                    prefetch(ce);
+                }
+            }
+        }
+    }
+
     /// Finishes the roots that are ready at `now` (all of them when `now` is `None`).
     fn finish_roots(&mut self, now: Option<Time>, out: &mut Vec<PathRecord>) {
         while let Some(&(ready, root_id, root)) = self.pending.front() {
@@ -1241,6 +1272,7 @@ impl Paths {
                 break;
             }
             self.pending.pop_front();
+            self.prefetch_roots();
             let Some(root_ns) = self.entries.get(&root).map(|e| e.event_ns) else {
                 continue;
             };
