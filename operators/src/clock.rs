@@ -51,7 +51,7 @@ use timely::dataflow::operators::generic::{Operator, OutputBuilder};
 use timely::dataflow::operators::vec::Broadcast;
 
 use crate::domain::Domain;
-use crate::message::Message;
+use crate::message::{Message, MessageStream};
 use crate::recent::partition_point_from_back;
 use crate::reorder::Reorder;
 
@@ -224,16 +224,16 @@ pub trait MessageSamples<'scope> {
     fn delay_samples(
         self,
     ) -> (
-        Stream<'scope, Time, Vec<Box<Message>>>,
+        MessageStream<'scope>,
         Stream<'scope, Time, Vec<DelaySample>>,
     );
 }
 
-impl<'scope> MessageSamples<'scope> for Stream<'scope, Time, Vec<Box<Message>>> {
+impl<'scope> MessageSamples<'scope> for MessageStream<'scope> {
     fn delay_samples(
         self,
     ) -> (
-        Stream<'scope, Time, Vec<Box<Message>>>,
+        MessageStream<'scope>,
         Stream<'scope, Time, Vec<DelaySample>>,
     ) {
         let mut builder = OperatorBuilder::new("clock.samples".to_owned(), self.scope());
@@ -832,7 +832,7 @@ pub trait Correct<'scope> {
         lateness_ns: Time,
         alignment: Arc<Alignment>,
         reference: Option<Domain>,
-    ) -> Stream<'scope, Time, Vec<Box<Message>>>;
+    ) -> MessageStream<'scope>;
 }
 
 /// Whether `m`'s correction cannot depend on estimates: each observed side is in the
@@ -859,7 +859,7 @@ type History = crate::FastMap<Domain, VecDeque<ClockOffset>>;
 /// Adds an estimate to its domain's history, replacing one for the same second.
 fn remember(history: &mut History, o: ClockOffset) {
     let h = history.entry(o.domain.clone()).or_default();
-    let i = partition_point_from_back(&h, |e| e.at < o.at);
+    let i = partition_point_from_back(h, |e| e.at < o.at);
     match h.get_mut(i) {
         Some(e) if e.at == o.at => *e = o,
         _ => h.insert(i, o),
@@ -883,7 +883,7 @@ fn corrected(
 ) -> Option<Time> {
     let raw = raw?;
     fn estimate(h: &VecDeque<ClockOffset>, at: Time) -> Option<&ClockOffset> {
-        match partition_point_from_back(&h, |e| e.at <= at) {
+        match partition_point_from_back(h, |e| e.at <= at) {
             0 => h
                 .front()
                 .filter(|e| e.at <= at.saturating_add(LOOK_AHEAD_NS)),
@@ -971,14 +971,14 @@ impl MinTimes {
     }
 }
 
-impl<'scope> Correct<'scope> for Stream<'scope, Time, Vec<Box<Message>>> {
+impl<'scope> Correct<'scope> for MessageStream<'scope> {
     fn correct(
         self,
         estimates: Stream<'scope, Time, Vec<ClockOffset>>,
         lateness_ns: Time,
         alignment: Arc<Alignment>,
         reference: Option<Domain>,
-    ) -> Stream<'scope, Time, Vec<Box<Message>>> {
+    ) -> MessageStream<'scope> {
         self.binary_frontier(
             estimates,
             Pipeline,

@@ -25,6 +25,9 @@
 //! ids), [`conn`] (per-connection state tables).
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+// Messages travel boxed (`Vec<Box<Message>>`): a few hundred bytes each, they are moved
+// through exchanges and reorder buffers by pointer, not copied.
+#![allow(clippy::vec_box)]
 
 /// A hash map with a fast, fixed (unkeyed) hasher, for the operators' hot tables: their keys
 /// come from our own hashes and parsed records, and the std's SipHash cost a tenth of a run.
@@ -104,7 +107,7 @@ pub use dist::{Dist, Summary};
 pub use domain::Domain;
 pub use flows::{Flow, FlowConfig, FlowEnd, Flows};
 pub use link::{DelayEstimate, DelayModel, Link, LinkConfig, Linked};
-pub use message::Message;
+pub use message::{Message, MessageStream};
 pub use names::{Names, NamesError, NodeCache, NodeName};
 pub use nat::{Nat, NatConfig, NatMapping};
 pub use paths::{

@@ -120,7 +120,7 @@ use timely::dataflow::operators::vec::Map;
 use crate::FastMap;
 use crate::assign::Assign;
 use crate::density::{CausalDensity, DelayDensity};
-use crate::message::Message;
+use crate::message::{Message, MessageStream};
 use crate::ports::Ports;
 use crate::recent::partition_point_from_back;
 use crate::reorder::{Reorder, Touch, prefetch};
@@ -892,6 +892,8 @@ fn link_type(parent_from: u64, request: bool, node: u64, to: u64, reply: bool) -
 }
 
 impl Linker {
+    // Arrivals come boxed from the reorder buffer; unboxing would copy them.
+    #[allow(clippy::boxed_local)]
     fn insert(&mut self, mut a: Box<Arrival>) {
         let ends =
             self.ports
@@ -927,7 +929,7 @@ impl Linker {
             // The answer to the node's latest send on the connection before it.
             if let Some((s, _)) = c.sends.before(a.local_ns, false) {
                 if let Some(list) = self.departures.get_mut(&a.to) {
-                    let i = partition_point_from_back(&list, |d| d.send < s);
+                    let i = partition_point_from_back(list, |d| d.send < s);
                     for d in list.range_mut(i..).take_while(|d| d.send == s) {
                         if d.conn == a.conn && d.answer.is_none_or(|x| a.local_ns < x.0) {
                             d.answer = Some((a.local_ns, a.kind_from));
@@ -951,7 +953,7 @@ impl Linker {
                 },
             );
             let list = &mut self.node_tasks.entry(a.to).or_default().list;
-            let i = partition_point_from_back(&list, |t| t.request_ns <= a.local_ns);
+            let i = partition_point_from_back(list, |t| t.request_ns <= a.local_ns);
             list.insert(
                 i,
                 TaskRef {
@@ -1039,7 +1041,7 @@ impl Linker {
             .filter(|r| !r.2)
             .map(|r| (r.0, r.3));
         let list = self.departures.entry(node).or_default();
-        let i = partition_point_from_back(&list, |d| d.send <= send);
+        let i = partition_point_from_back(list, |d| d.send <= send);
         list.insert(
             i,
             Departure {
@@ -1335,7 +1337,7 @@ impl Linker {
         let Some(list) = self.departures.get(&p.from) else {
             return;
         };
-        let i = partition_point_from_back(&list, |d| d.send <= a);
+        let i = partition_point_from_back(list, |d| d.send <= a);
         for d in list.range(i..).take(MAX_FOLLOWS) {
             if d.send >= until {
                 break;
@@ -1783,7 +1785,7 @@ impl Linker {
             let Some(list) = self.one_sided.get(&from) else {
                 return;
             };
-            let end = partition_point_from_back(&list, |a| a.local_ns <= at);
+            let end = partition_point_from_back(list, |a| a.local_ns <= at);
             for a in list.range(..end).rev() {
                 if at - a.local_ns > x || candidates.len() - start >= keep {
                     break;
@@ -1839,7 +1841,7 @@ impl Linker {
             // `x`. (A call is made for a task: an answer that belongs to none answered a
             // call that started a path itself, what a client does next, not a cause.)
             if let Some(list) = self.taskless.get(&from) {
-                let end = partition_point_from_back(&list, |a| a.local_ns <= at);
+                let end = partition_point_from_back(list, |a| a.local_ns <= at);
                 for a in list.range(..end).rev() {
                     if at - a.local_ns > x {
                         break;
@@ -1883,7 +1885,7 @@ impl Linker {
             return;
         };
         if let Some(list) = self.taskless.get_mut(&node) {
-            let j = partition_point_from_back(&list, |a| a.local_ns < r);
+            let j = partition_point_from_back(list, |a| a.local_ns < r);
             if let Some(off) = list
                 .range(j..)
                 .take_while(|a| a.local_ns == r)
@@ -1998,7 +2000,7 @@ impl LinkInput {
     }
 }
 
-impl<'scope> Link<'scope> for Stream<'scope, Time, Vec<Box<Message>>> {
+impl<'scope> Link<'scope> for MessageStream<'scope> {
     fn link(self, config: LinkConfig) -> Stream<'scope, Time, Vec<Linked>> {
         // One stream of both roles, so that a message is moved, not copied, to its child role.
         let inputs = self.flat_map(|m| {

@@ -8,6 +8,9 @@ use serde::{Deserialize, Serialize};
 use crate::domain::Domain;
 use crate::names::NodeName;
 
+/// A stream of messages, boxed (see [`crate`]'s note on `clippy::vec_box`).
+pub type MessageStream<'scope> = timely::dataflow::Stream<'scope, Time, Vec<Box<Message>>>;
+
 /// A message from one node to another.
 #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Message {

@@ -28,7 +28,7 @@ use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::vec::Map;
 
 use crate::conn::{ConnKey, Deadlines};
-use crate::message::Message;
+use crate::message::{Message, MessageStream};
 use crate::names::Names;
 use crate::reconcile::merge::NatFact;
 
@@ -101,22 +101,16 @@ pub trait Nat<'scope> {
         facts: Stream<'scope, Time, Vec<NatFact>>,
         names: Arc<Names>,
         config: NatConfig,
-    ) -> (
-        Stream<'scope, Time, Vec<Box<Message>>>,
-        Stream<'scope, Time, Vec<NatMapping>>,
-    );
+    ) -> (MessageStream<'scope>, Stream<'scope, Time, Vec<NatMapping>>);
 }
 
-impl<'scope> Nat<'scope> for Stream<'scope, Time, Vec<Box<Message>>> {
+impl<'scope> Nat<'scope> for MessageStream<'scope> {
     fn nat(
         self,
         facts: Stream<'scope, Time, Vec<NatFact>>,
         names: Arc<Names>,
         config: NatConfig,
-    ) -> (
-        Stream<'scope, Time, Vec<Box<Message>>>,
-        Stream<'scope, Time, Vec<NatMapping>>,
-    ) {
+    ) -> (MessageStream<'scope>, Stream<'scope, Time, Vec<NatMapping>>) {
         let mappings = facts
             .clone()
             .flat_map(|f| {
@@ -188,6 +182,8 @@ impl<'scope> Nat<'scope> for Stream<'scope, Time, Vec<Box<Message>>> {
             );
         let messages = self.binary_frontier(
             facts,
+            // The stream's items are boxed messages.
+            #[allow(clippy::borrowed_box)]
             Exchange::new(|m: &Box<Message>| conn_of(m).map_or(0, |k| k.route())),
             Exchange::new(|f: &NatFact| ConnKey::between(f.public.0, f.public.1, 0).route()),
             "nat",

@@ -38,7 +38,7 @@ use timely::dataflow::channels::pact::Pipeline;
 use timely::dataflow::operators::generic::Operator;
 
 use crate::domain::Domain;
-use crate::message::Message;
+use crate::message::{Message, MessageStream};
 use crate::names::{Names, NodeCache};
 
 /// Converts a row to a message, naming its nodes.
@@ -73,11 +73,11 @@ pub fn message_of_row(row: TraceRow, names: &Names, nodes: &mut NodeCache) -> Me
 /// Extension trait: messages from message-trace rows.
 pub trait RowsToMessages<'scope> {
     /// One message per row; see the module documentation.
-    fn messages(self, names: Arc<Names>) -> Stream<'scope, Time, Vec<Box<Message>>>;
+    fn messages(self, names: Arc<Names>) -> MessageStream<'scope>;
 }
 
 impl<'scope> RowsToMessages<'scope> for Stream<'scope, Time, Vec<TraceRow>> {
-    fn messages(self, names: Arc<Names>) -> Stream<'scope, Time, Vec<Box<Message>>> {
+    fn messages(self, names: Arc<Names>) -> MessageStream<'scope> {
         self.unary(Pipeline, "rows", move |_cap, _info| {
             let mut nodes = NodeCache::default();
             move |input, output| {

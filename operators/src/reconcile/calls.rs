@@ -40,7 +40,7 @@ use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
 
 use crate::clock::DelaySample;
 use crate::domain::Domain;
-use crate::message::Message;
+use crate::message::{Message, MessageStream};
 use crate::names::{Names, NodeName};
 
 /// How long `reconcile.calls` waits for the other end of a message.
@@ -65,7 +65,7 @@ impl Default for CallsConfig {
 /// The outputs of [`ReconcileCalls::reconcile_calls`].
 pub struct CallMessages<'scope> {
     /// One message per run (stream sockets) or datagram.
-    pub messages: Stream<'scope, Time, Vec<Box<Message>>>,
+    pub messages: MessageStream<'scope>,
     /// Delay samples between the clocks of two traced hosts.
     pub samples: Stream<'scope, Time, Vec<DelaySample>>,
     /// Per-origin `unpaired` counts.

@@ -40,7 +40,7 @@ use super::Sighting;
 use crate::clock::DelaySample;
 use crate::conn::Deadlines;
 use crate::domain::Domain;
-use crate::message::Message;
+use crate::message::{Message, MessageStream};
 use crate::names::{Names, NodeCache};
 use crate::topology::Homes;
 
@@ -267,7 +267,7 @@ impl Merger {
 /// The streams `reconcile` produces.
 pub struct Reconciled<'scope> {
     /// Messages.
-    pub messages: Stream<'scope, Time, Vec<Box<Message>>>,
+    pub messages: MessageStream<'scope>,
     /// Delay samples between clock domains.
     pub samples: Stream<'scope, Time, Vec<DelaySample>>,
     /// Translation evidence.
