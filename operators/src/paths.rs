@@ -567,8 +567,13 @@ struct Slots {
     entries: VecDeque<Entry>,
     /// Slot of `entries[0]`.
     base: u64,
-    /// Slot of each message by id.
+    /// Slot of each message by id, in two generations: ids go into `by_id`; once every
+    /// entry `old_ids` names has left, it is cleared (its capacity kept) and the two swap.
+    /// Removing each id as its entry left cost a cache miss per message.
     by_id: FastMap<u64, u64>,
+    old_ids: FastMap<u64, u64>,
+    /// The first slot not in `old_ids`.
+    old_end: u64,
 }
 
 impl Slots {
@@ -582,9 +587,13 @@ impl Slots {
             .and_then(|i| self.entries.get_mut(usize::try_from(i).ok()?))
     }
 
-    /// The slot of message `id`, if held.
+    /// The slot of message `id`, if it was pushed and its slot may still be held (it may
+    /// have left: [`Slots::get`] says).
     fn slot(&self, id: u64) -> Option<u64> {
-        self.by_id.get(&id).copied()
+        self.by_id
+            .get(&id)
+            .or_else(|| self.old_ids.get(&id))
+            .copied()
     }
 
     fn push(&mut self, e: Entry) -> u64 {
@@ -599,9 +608,13 @@ impl Slots {
     }
 
     fn pop_front(&mut self) {
-        if let Some(e) = self.entries.pop_front() {
-            self.by_id.remove(&e.id);
+        if self.entries.pop_front().is_some() {
             self.base += 1;
+            if self.base >= self.old_end {
+                self.old_ids.clear();
+                std::mem::swap(&mut self.by_id, &mut self.old_ids);
+                self.old_end = self.base + self.entries.len() as u64;
+            }
         }
     }
 

@@ -169,16 +169,27 @@ impl<T> Reorder<T> {
         if let Some(next) = self.upcoming(TOUCH_AHEAD) {
             next.touch();
         }
+        // The slot that `touch` reads then: slots are reused as records leave, so the
+        // next ones are scattered over the slots.
+        if let Some(later) = self.upcoming_slot(2 * TOUCH_AHEAD) {
+            prefetch(later);
+        }
         Some(first)
     }
 
     /// The record `ahead` places behind the first, when the keys are in order.
     fn upcoming(&self, ahead: usize) -> Option<&T> {
+        self.upcoming_slot(ahead)?.as_ref()
+    }
+
+    /// The slot of the record `ahead` places behind the first, when the keys are in order
+    /// (found without reading it).
+    fn upcoming_slot(&self, ahead: usize) -> Option<&Option<T>> {
         if !self.sorted {
             return None;
         }
         let (_, _, slot) = self.keys.get(ahead)?;
-        self.slots.get(*slot as usize)?.as_ref()
+        self.slots.get(*slot as usize)
     }
 
     /// Records waiting.

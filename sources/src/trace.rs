@@ -153,11 +153,9 @@ impl<R: Read> TraceReader<R> {
                 .map(<[u8]>::trim_ascii)
                 .ok_or_else(|| format!("has {} fields, column {} missing", self.csv.len(), i + 1))
         };
-        let text = |i: usize, b: &[u8]| -> Result<String, String> {
-            std::str::from_utf8(b)
-                .map(str::to_owned)
-                .map_err(|_| format!("field {} is not UTF-8", i + 1))
-        };
+        fn text(i: usize, b: &[u8]) -> Result<&str, String> {
+            std::str::from_utf8(b).map_err(|_| format!("field {} is not UTF-8", i + 1))
+        }
         let number = |i: usize, name: &str| -> Result<Option<u64>, String> {
             let b = raw(i)?;
             if b.is_empty() {
@@ -179,7 +177,7 @@ impl<R: Read> TraceReader<R> {
             if let Some(e) = parse_ipv4_endpoint(b) {
                 return Ok(Address::Endpoint(e));
             }
-            Ok(Address::parse(&text(i, b)?))
+            Ok(Address::parse(text(i, b)?))
         };
         let bytes = match self.cols.bytes {
             Some(i) => number(i, "bytes")?,
@@ -190,7 +188,7 @@ impl<R: Read> TraceReader<R> {
                 b"" => None,
                 b => {
                     let s = text(i, b)?;
-                    Some(MessageKind::parse(&s).ok_or_else(|| {
+                    Some(MessageKind::parse(s).ok_or_else(|| {
                         format!("kind `{s}` is not call, return, request, response or message")
                     })?)
                 }
@@ -200,7 +198,7 @@ impl<R: Read> TraceReader<R> {
         let call_id = match self.cols.call_id {
             Some(i) => match raw(i)? {
                 b"" => None,
-                b => Some(text(i, b)?),
+                b => Some(text(i, b)?.to_owned()),
             },
             None => None,
         };
