@@ -32,7 +32,7 @@ use causeway_operators::tcp_packets::TcpPackets;
 use causeway_operators::{AlertConfig, AlertRules};
 use causeway_operators::{
     Bounds, BuildPaths, CallMessages, CallsConfig, Clock, ClockConfig, CollectStats, Correct,
-    FlowConfig, Flows, Fold, FoldConfig, Homes, Link, LinkConfig, Merger, MessageSamples, Names,
+    FlowConfig, Flows, Fold, FoldConfig, Homes, Link, LinkConfig, Merger, MessageBounds, Names,
     Nat, NatConfig, PathRecord, PathsConfig, Reconcile, ReconcileCalls, ReconcileConfig,
     Reconciled, RowsToMessages,
 };
@@ -378,8 +378,8 @@ pub fn run(
                     .reconcile(job.reconcile, merger);
                 counts.push(reconciled);
                 let (messages, mappings) = messages.nat(facts, Arc::clone(&job.names), job.nat);
-                let (from_rows, row_samples) =
-                    rows.messages(Arc::clone(&job.names)).delay_samples();
+                let (from_rows, row_bounds) =
+                    rows.messages(Arc::clone(&job.names)).message_bounds();
                 let CallMessages {
                     messages: from_calls,
                     samples: call_samples,
@@ -390,9 +390,10 @@ pub fn run(
                     Arc::clone(&job.alignment),
                 );
                 counts.push(call_counts);
-                let samples = scope.concatenate([samples, call_samples, row_samples]);
-                let (offsets, estimates) = samples
-                    .delay_bounds(job.clock.lateness_ns)
+                let samples = scope.concatenate([samples, call_samples]);
+                let bounds = samples.delay_bounds(job.clock.lateness_ns);
+                let (offsets, estimates) = scope
+                    .concatenate([bounds, row_bounds])
                     .clock(job.clock.clone());
                 let messages = scope
                     .concatenate([messages, from_rows, from_calls])

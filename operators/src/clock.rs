@@ -10,11 +10,16 @@
 //! hard bound on the error (both latencies are at least zero). The direction that is upper is
 //! read off the data, so no knowledge of where the sniffers sit is needed.
 //!
-//! Three operators:
+//! Four operators:
 //! - `clock.bounds` (per worker, pipeline): samples to per-second bounds per domain pair and
 //!   host pair; state: the open seconds; freed when the frontier passes a second's end plus
 //!   the samples' lateness (`lateness_ns`: samples come up to the reconciliation window after
 //!   their time).
+//! - `clock.samples` (per worker, pipeline): messages with both timestamps (message traces)
+//!   to the same bounds, aggregated within each batch of messages, which it passes on
+//!   unchanged; no state between batches; per message a hash and a probe, with no copy of
+//!   its domains. A second and pair's bounds may thus come in pieces, from several batches
+//!   and workers: `clock` absorbs them into one.
 //! - `clock` (worker 0): bounds to offsets. Per domain pair, the per-second estimates of the
 //!   last `window_ns` are fitted to a line (offset and drift) by weighted least squares with
 //!   outliers (queueing) rejected; the pairs are then made mutually consistent by a weighted
@@ -217,44 +222,133 @@ pub fn sample_of(m: &Message) -> Option<DelaySample> {
     })
 }
 
-/// Extension trait: delay samples of messages that carry both timestamps.
-pub trait MessageSamples<'scope> {
-    /// The messages, passed on unchanged (their batches moved, not copied), and one sample
-    /// per message with both sides observed in different domains.
-    fn delay_samples(
+/// Extension trait: the delay bounds of messages that carry both timestamps.
+pub trait MessageBounds<'scope> {
+    /// The messages, passed on unchanged (their batches moved, not copied), and the
+    /// per-second [`DelayBounds`] of their delay samples ([`sample_of`]), aggregated within
+    /// each batch: the `clock` operator absorbs the bounds of one second and pair that come in
+    /// several pieces, so this equals `clock.bounds` over the samples, at one record per
+    /// second and pair in a batch instead of one per message.
+    fn message_bounds(
         self,
     ) -> (
         MessageStream<'scope>,
-        Stream<'scope, Time, Vec<DelaySample>>,
+        Stream<'scope, Time, Vec<DelayBounds>>,
     );
 }
 
-impl<'scope> MessageSamples<'scope> for MessageStream<'scope> {
-    fn delay_samples(
+impl<'scope> MessageBounds<'scope> for MessageStream<'scope> {
+    fn message_bounds(
         self,
     ) -> (
         MessageStream<'scope>,
-        Stream<'scope, Time, Vec<DelaySample>>,
+        Stream<'scope, Time, Vec<DelayBounds>>,
     ) {
         let mut builder = OperatorBuilder::new("clock.samples".to_owned(), self.scope());
         let mut input = builder.new_input(self, Pipeline);
         let (messages_out, messages) = builder.new_output::<Vec<Box<Message>>>();
-        let (samples_out, samples) = builder.new_output::<Vec<DelaySample>>();
+        let (bounds_out, bounds) = builder.new_output::<Vec<DelayBounds>>();
         let mut messages_out = OutputBuilder::from(messages_out);
-        let mut samples_out = OutputBuilder::from(samples_out);
+        let mut bounds_out = OutputBuilder::from(bounds_out);
         builder.build(move |_capabilities| {
+            let mut batch_bounds = BatchBounds::default();
             move |_frontiers| {
                 let mut messages_out = messages_out.activate();
-                let mut samples_out = samples_out.activate();
+                let mut bounds_out = bounds_out.activate();
                 input.for_each(|cap, batch| {
-                    samples_out
-                        .session(&cap)
-                        .give_iterator(batch.iter().filter_map(|m| sample_of(m)));
+                    for m in batch.iter() {
+                        batch_bounds.add(m);
+                    }
+                    let mut bounds = batch_bounds.take();
+                    if !bounds.is_empty() {
+                        bounds_out.session(&cap).give_container(&mut bounds);
+                    }
                     messages_out.session(&cap).give_container(batch);
                 });
             }
         });
-        (messages, samples)
+        (messages, bounds)
+    }
+}
+
+/// The delay bounds of one batch of messages, per second, domain pair and host pair, found
+/// by the hash of those without cloning the domains of every message (only of a new entry).
+#[derive(Default)]
+struct BatchBounds {
+    bounds: Vec<DelayBounds>,
+    /// Hash of (second, domains, host pair) to the index of its entry in `bounds`.
+    index: crate::FastMap<u64, usize>,
+}
+
+impl BatchBounds {
+    /// Adds the sample of `m`, if it gives one (as [`sample_of`]).
+    fn add(&mut self, m: &Message) {
+        use std::hash::BuildHasher;
+        let (Some(send), Some(recv), Some(sd), Some(rd)) =
+            (m.send_ns, m.recv_ns, &m.send_domain, &m.recv_domain)
+        else {
+            return;
+        };
+        if sd == rd {
+            return;
+        }
+        let forward = m.src <= m.dst;
+        let (lo, hi) = if forward {
+            (&m.src, &m.dst)
+        } else {
+            (&m.dst, &m.src)
+        };
+        let pair = foldhash::fast::FixedState::with_seed(0x7061_6972).hash_one((lo, hi));
+        let (a, b, delay_ns) = if sd < rd {
+            (sd, rd, recv as i64 - send as i64)
+        } else {
+            (rd, sd, send as i64 - recv as i64)
+        };
+        let bucket = m.event_ns / BUCKET_NS;
+        let hash =
+            foldhash::fast::FixedState::with_seed(0x626f_756e).hash_one((bucket, a, b, pair));
+        let found = self.index.get(&hash).copied().filter(|&i| {
+            let e = &self.bounds[i];
+            e.bucket == bucket && e.pair == pair && e.a == *a && e.b == *b
+        });
+        let i = match found {
+            Some(i) => i,
+            None => {
+                let i = self
+                    .bounds
+                    .iter()
+                    .position(|e| e.bucket == bucket && e.pair == pair && e.a == *a && e.b == *b)
+                    .unwrap_or_else(|| {
+                        self.bounds.push(DelayBounds {
+                            a: a.clone(),
+                            b: b.clone(),
+                            pair,
+                            bucket,
+                            forward: None,
+                            backward: None,
+                            count: 0,
+                        });
+                        self.bounds.len() - 1
+                    });
+                self.index.entry(hash).or_insert(i);
+                i
+            }
+        };
+        let e = &mut self.bounds[i];
+        if forward {
+            widen(&mut e.forward, delay_ns, delay_ns);
+        } else {
+            widen(&mut e.backward, delay_ns, delay_ns);
+        }
+        e.count += 1;
+    }
+
+    /// The bounds gathered since the last call, in (domains, host pair, second) order.
+    fn take(&mut self) -> Vec<DelayBounds> {
+        self.index.clear();
+        let mut bounds = std::mem::take(&mut self.bounds);
+        bounds.sort_by(|x, y| (&x.a, &x.b, x.pair, x.bucket).cmp(&(&y.a, &y.b, y.pair, y.bucket)));
+        bounds
     }
 }
 
@@ -1280,5 +1374,62 @@ mod tests {
                 ]
             );
         });
+    }
+
+    proptest::proptest! {
+        /// A batch's bounds are those of its messages' samples, aggregated one by one as
+        /// `clock.bounds` does (node domains, both orders, several seconds and host pairs).
+        #[test]
+        fn batch_bounds_are_the_bounds_of_the_samples(
+            msgs in proptest::collection::vec(
+                (0u8..4, 0u8..4, 0u8..3, 0u8..3, 0u64..3_000, 0u64..5_000_000, proptest::bool::ANY),
+                0..120,
+            )
+        ) {
+            let name = |i: u8| -> crate::names::NodeName { Arc::from(format!("n{i}").as_str()) };
+            let messages: Vec<Message> = msgs
+                .iter()
+                .map(|&(src, dst, sd, rd, at_ms, delay, one_sided)| Message {
+                    src: name(src),
+                    dst: name(dst),
+                    send_ns: Some(1_000_000_000 + at_ms * 1_000_000),
+                    recv_ns: (!one_sided).then_some(1_000_000_000 + at_ms * 1_000_000 + delay),
+                    send_domain: Some(Domain::Node(name(sd))),
+                    recv_domain: Some(Domain::Node(name(rd))),
+                    event_ns: at_ms * 1_000_000,
+                    ..Message::default()
+                })
+                .collect();
+            let mut want: BTreeMap<(Time, Domain, Domain, u64), DelayBounds> = BTreeMap::new();
+            for s in messages.iter().filter_map(sample_of) {
+                let bucket = s.at / BUCKET_NS;
+                let e = want
+                    .entry((bucket, s.a.clone(), s.b.clone(), s.pair))
+                    .or_insert(DelayBounds {
+                        a: s.a.clone(),
+                        b: s.b.clone(),
+                        pair: s.pair,
+                        bucket,
+                        forward: None,
+                        backward: None,
+                        count: 0,
+                    });
+                if s.forward {
+                    widen(&mut e.forward, s.delay_ns, s.delay_ns);
+                } else {
+                    widen(&mut e.backward, s.delay_ns, s.delay_ns);
+                }
+                e.count += 1;
+            }
+            let mut batch = BatchBounds::default();
+            for m in &messages {
+                batch.add(m);
+            }
+            let mut got = batch.take();
+            got.sort_by(|x, y| (x.bucket, &x.a, &x.b, x.pair).cmp(&(y.bucket, &y.a, &y.b, y.pair)));
+            let want: Vec<DelayBounds> = want.into_values().collect();
+            proptest::prop_assert_eq!(got, want);
+            proptest::prop_assert!(batch.take().is_empty());
+        }
     }
 }

@@ -101,7 +101,7 @@ pub mod topology;
 
 pub use alert::{Alert, AlertConfig, AlertRule, AlertRules, RuleFinding};
 pub use clock::{
-    Bounds, Clock, ClockConfig, ClockOffset, Correct, DelayBounds, DelaySample, MessageSamples,
+    Bounds, Clock, ClockConfig, ClockOffset, Correct, DelayBounds, DelaySample, MessageBounds,
 };
 pub use dist::{Dist, Summary};
 pub use domain::Domain;
