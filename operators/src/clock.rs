@@ -110,6 +110,29 @@ fn widen(r: &mut Option<(i64, i64)>, lo: i64, hi: i64) {
 }
 
 impl DelayBounds {
+    /// No samples yet, for second `bucket`.
+    fn empty(a: Domain, b: Domain, pair: u64, bucket: Time) -> Self {
+        DelayBounds {
+            a,
+            b,
+            pair,
+            bucket,
+            forward: None,
+            backward: None,
+            count: 0,
+        }
+    }
+
+    /// Counts a sample `d` of a message in the direction `forward` says.
+    fn record(&mut self, forward: bool, delay_ns: i64) {
+        if forward {
+            widen(&mut self.forward, delay_ns, delay_ns);
+        } else {
+            widen(&mut self.backward, delay_ns, delay_ns);
+        }
+        self.count += 1;
+    }
+
     fn absorb(&mut self, o: &DelayBounds) {
         if let Some((lo, hi)) = o.forward {
             widen(&mut self.forward, lo, hi);
@@ -194,32 +217,39 @@ impl Default for ClockConfig {
 /// The delay sample a message with both timestamps gives (message traces: the sender's and
 /// the receiver's clocks are the domains).
 pub fn sample_of(m: &Message) -> Option<DelaySample> {
-    use std::hash::BuildHasher;
-    let (send, recv) = (m.send_ns?, m.recv_ns?);
-    let (sd, rd) = (m.send_domain.clone()?, m.recv_domain.clone()?);
-    if sd == rd {
-        return None;
-    }
-    let (lo, hi) = if m.src <= m.dst {
-        (&m.src, &m.dst)
-    } else {
-        (&m.dst, &m.src)
-    };
-    let pair = foldhash::fast::FixedState::with_seed(0x7061_6972).hash_one((lo, hi));
-    let forward = m.src <= m.dst;
-    let (a, b, delay_ns) = if sd < rd {
-        (sd, rd, recv as i64 - send as i64)
-    } else {
-        (rd, sd, send as i64 - recv as i64)
-    };
+    let (a, b, pair, forward, delay_ns) = sample_parts(m)?;
     Some(DelaySample {
-        a,
-        b,
+        a: a.clone(),
+        b: b.clone(),
         pair,
         forward,
         at: m.event_ns,
         delay_ns,
     })
+}
+
+/// [`sample_of`] without copying the domains: the domains (the smaller first), the host pair,
+/// whether it went from the smaller host, and `d`.
+fn sample_parts(m: &Message) -> Option<(&Domain, &Domain, u64, bool, i64)> {
+    use std::hash::BuildHasher;
+    let (send, recv) = (m.send_ns?, m.recv_ns?);
+    let (sd, rd) = (m.send_domain.as_ref()?, m.recv_domain.as_ref()?);
+    if sd == rd {
+        return None;
+    }
+    let forward = m.src <= m.dst;
+    let (lo, hi) = if forward {
+        (&m.src, &m.dst)
+    } else {
+        (&m.dst, &m.src)
+    };
+    let pair = foldhash::fast::FixedState::with_seed(0x7061_6972).hash_one((lo, hi));
+    let (a, b, delay_ns) = if sd < rd {
+        (sd, rd, recv as i64 - send as i64)
+    } else {
+        (rd, sd, send as i64 - recv as i64)
+    };
+    Some((a, b, pair, forward, delay_ns))
 }
 
 /// Extension trait: the delay bounds of messages that carry both timestamps.
@@ -284,63 +314,28 @@ impl BatchBounds {
     /// Adds the sample of `m`, if it gives one (as [`sample_of`]).
     fn add(&mut self, m: &Message) {
         use std::hash::BuildHasher;
-        let (Some(send), Some(recv), Some(sd), Some(rd)) =
-            (m.send_ns, m.recv_ns, &m.send_domain, &m.recv_domain)
-        else {
+        let Some((a, b, pair, forward, delay_ns)) = sample_parts(m) else {
             return;
-        };
-        if sd == rd {
-            return;
-        }
-        let forward = m.src <= m.dst;
-        let (lo, hi) = if forward {
-            (&m.src, &m.dst)
-        } else {
-            (&m.dst, &m.src)
-        };
-        let pair = foldhash::fast::FixedState::with_seed(0x7061_6972).hash_one((lo, hi));
-        let (a, b, delay_ns) = if sd < rd {
-            (sd, rd, recv as i64 - send as i64)
-        } else {
-            (rd, sd, send as i64 - recv as i64)
         };
         let bucket = m.event_ns / BUCKET_NS;
+        let is = |e: &DelayBounds| e.bucket == bucket && e.pair == pair && e.a == *a && e.b == *b;
         let hash =
             foldhash::fast::FixedState::with_seed(0x626f_756e).hash_one((bucket, a, b, pair));
-        let found = self.index.get(&hash).copied().filter(|&i| {
-            let e = &self.bounds[i];
-            e.bucket == bucket && e.pair == pair && e.a == *a && e.b == *b
-        });
-        let i = match found {
-            Some(i) => i,
-            None => {
-                let i = self
-                    .bounds
-                    .iter()
-                    .position(|e| e.bucket == bucket && e.pair == pair && e.a == *a && e.b == *b)
-                    .unwrap_or_else(|| {
-                        self.bounds.push(DelayBounds {
-                            a: a.clone(),
-                            b: b.clone(),
-                            pair,
-                            bucket,
-                            forward: None,
-                            backward: None,
-                            count: 0,
-                        });
-                        self.bounds.len() - 1
-                    });
+        let i = match self.index.get(&hash) {
+            Some(&i) if is(&self.bounds[i]) => i,
+            other => {
+                // A new entry, or (rarely) one whose hash another entry has: found by a scan.
+                let held = other.and_then(|_| self.bounds.iter().position(is));
+                let i = held.unwrap_or_else(|| {
+                    let new = DelayBounds::empty(a.clone(), b.clone(), pair, bucket);
+                    self.bounds.push(new);
+                    self.bounds.len() - 1
+                });
                 self.index.entry(hash).or_insert(i);
                 i
             }
         };
-        let e = &mut self.bounds[i];
-        if forward {
-            widen(&mut e.forward, delay_ns, delay_ns);
-        } else {
-            widen(&mut e.backward, delay_ns, delay_ns);
-        }
-        e.count += 1;
+        self.bounds[i].record(forward, delay_ns);
     }
 
     /// The bounds gathered since the last call, in (domains, host pair, second) order.
@@ -374,22 +369,11 @@ impl<'scope> Bounds<'scope> for Stream<'scope, Time, Vec<DelaySample>> {
                         let key = (s.a, s.b, s.pair);
                         let e = match second.get_mut(&key) {
                             Some(e) => e,
-                            None => second.entry(key.clone()).or_insert(DelayBounds {
-                                a: key.0,
-                                b: key.1,
-                                pair: key.2,
-                                bucket,
-                                forward: None,
-                                backward: None,
-                                count: 0,
-                            }),
+                            None => second
+                                .entry(key.clone())
+                                .or_insert(DelayBounds::empty(key.0, key.1, key.2, bucket)),
                         };
-                        if s.forward {
-                            widen(&mut e.forward, s.delay_ns, s.delay_ns);
-                        } else {
-                            widen(&mut e.backward, s.delay_ns, s.delay_ns);
-                        }
-                        e.count += 1;
+                        e.record(s.forward, s.delay_ns);
                     }
                 });
                 let Some(cap) = held.as_mut() else { return };
@@ -1403,23 +1387,9 @@ mod tests {
             let mut want: BTreeMap<(Time, Domain, Domain, u64), DelayBounds> = BTreeMap::new();
             for s in messages.iter().filter_map(sample_of) {
                 let bucket = s.at / BUCKET_NS;
-                let e = want
-                    .entry((bucket, s.a.clone(), s.b.clone(), s.pair))
-                    .or_insert(DelayBounds {
-                        a: s.a.clone(),
-                        b: s.b.clone(),
-                        pair: s.pair,
-                        bucket,
-                        forward: None,
-                        backward: None,
-                        count: 0,
-                    });
-                if s.forward {
-                    widen(&mut e.forward, s.delay_ns, s.delay_ns);
-                } else {
-                    widen(&mut e.backward, s.delay_ns, s.delay_ns);
-                }
-                e.count += 1;
+                want.entry((bucket, s.a.clone(), s.b.clone(), s.pair))
+                    .or_insert(DelayBounds::empty(s.a, s.b, s.pair, bucket))
+                    .record(s.forward, s.delay_ns);
             }
             let mut batch = BatchBounds::default();
             for m in &messages {
