@@ -44,7 +44,7 @@
 //! how the work was spread over workers or how the frontier moved.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::sync::Arc;
 
 use causeway_sources::{Alignment, Time};
@@ -587,94 +587,6 @@ fn feasible_range(points: &[(f64, f64, f64)], max_slope: f64) -> Option<(f64, f6
     Some((lo.min(hi), hi.max(lo)))
 }
 
-/// Solves the weighted least-squares offsets of all domains connected to `reference`, from
-/// pairwise differences `x_b - x_a = value` with weights, for two sets of values at once
-/// (offsets and drifts share the pairs and the weights, so one elimination serves both, and
-/// each column comes out exactly as it would alone).
-fn solve(
-    reference: &Domain,
-    pairs: &[(Domain, Domain, [f64; 2], f64)],
-) -> BTreeMap<Domain, [f64; 2]> {
-    // Domains reachable from the reference.
-    let mut reached = vec![reference.clone()];
-    let mut grew = true;
-    while grew {
-        grew = false;
-        for (a, b, _, _) in pairs {
-            for (x, y) in [(a, b), (b, a)] {
-                if reached.contains(x) && !reached.contains(y) {
-                    reached.push(y.clone());
-                    grew = true;
-                }
-            }
-        }
-    }
-    let unknowns: Vec<Domain> = reached
-        .iter()
-        .filter(|d| *d != reference)
-        .cloned()
-        .collect();
-    let n = unknowns.len();
-    let index: HashMap<&Domain, usize> = unknowns.iter().enumerate().map(|(i, d)| (d, i)).collect();
-    // The normal equations, with the two right-hand sides in columns n and n + 1.
-    let mut m = vec![vec![0.0f64; n + 2]; n];
-    for (a, b, values, w) in pairs {
-        let (ia, ib) = (index.get(a).copied(), index.get(b).copied());
-        if !(reached.contains(a) && reached.contains(b)) {
-            continue;
-        }
-        // w * (x_b - x_a - value)^2
-        if let Some(i) = ib {
-            m[i][i] += w;
-            for (k, value) in values.iter().enumerate() {
-                m[i][n + k] += w * value;
-            }
-            if let Some(j) = ia {
-                m[i][j] -= w;
-            }
-        }
-        if let Some(j) = ia {
-            m[j][j] += w;
-            for (k, value) in values.iter().enumerate() {
-                m[j][n + k] -= w * value;
-            }
-            if let Some(i) = ib {
-                m[j][i] -= w;
-            }
-        }
-    }
-    // Gaussian elimination with partial pivoting.
-    for col in 0..n {
-        let pivot = (col..n)
-            .max_by(|&x, &y| m[x][col].abs().total_cmp(&m[y][col].abs()))
-            .unwrap_or(col);
-        m.swap(col, pivot);
-        let p = m[col][col];
-        if p.abs() < 1e-30 {
-            continue;
-        }
-        let pivot_row = m[col].clone();
-        for (r, row) in m.iter_mut().enumerate() {
-            if r != col {
-                let f = row[col] / p;
-                if f != 0.0 {
-                    for (x, y) in row.iter_mut().zip(&pivot_row).skip(col) {
-                        *x -= f * y;
-                    }
-                }
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    out.insert(reference.clone(), [0.0, 0.0]);
-    for (i, d) in unknowns.into_iter().enumerate() {
-        if m[i][i].abs() > 1e-30 {
-            out.insert(d, [m[i][n] / m[i][i], m[i][n + 1] / m[i][i]]);
-        }
-    }
-    out
-}
-
 /// The estimator: pair series and the global solve.
 pub struct ClockEstimator {
     config: ClockConfig,
@@ -787,7 +699,7 @@ impl ClockEstimator {
                 None => return Vec::new(),
             },
         };
-        solve(&reference, &pairs)
+        crate::pairwise::solve(&reference, &pairs)
             .into_iter()
             .map(|(domain, [offset_ns, drift])| ClockOffset {
                 drift_ppm: drift * 1e6,
@@ -1162,6 +1074,7 @@ impl<'scope> Correct<'scope> for MessageStream<'scope> {
 mod tests {
     use super::*;
     use causeway_sources::OriginId;
+    use std::collections::HashMap;
 
     fn bounds(a: u16, b: u16, bucket: Time, fwd: (i64, i64), back: (i64, i64)) -> DelayBounds {
         DelayBounds {

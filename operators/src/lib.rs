@@ -85,6 +85,7 @@ pub mod link;
 pub mod message;
 pub mod names;
 pub mod nat;
+pub mod pairwise;
 pub mod paths;
 pub mod pattern;
 pub mod ports;
