@@ -81,23 +81,17 @@ pub fn solve<K: Clone + Eq + Hash + Ord>(
         if !reached[a] {
             continue;
         }
-        // w · (x_b − x_a − value)²
-        if b != 0 {
-            diagonal[b] += w;
-            for (r, v) in rhs[b].iter_mut().zip(values) {
-                *r += w * v;
+        // w · (x_b − x_a − value)², differentiated by x_b and by x_a.
+        for (me, other, sign) in [(b, a, 1.0), (a, b, -1.0)] {
+            if me == 0 {
+                continue;
             }
-            if a != 0 {
-                *off[b].entry(a).or_default() -= w;
+            diagonal[me] += w;
+            for (r, v) in rhs[me].iter_mut().zip(values) {
+                *r += sign * w * v;
             }
-        }
-        if a != 0 {
-            diagonal[a] += w;
-            for (r, v) in rhs[a].iter_mut().zip(values) {
-                *r -= w * v;
-            }
-            if b != 0 {
-                *off[a].entry(b).or_default() -= w;
+            if other != 0 {
+                *off[me].entry(other).or_default() -= w;
             }
         }
     }
