@@ -271,6 +271,15 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
         + reconcile_window.as_nanos() as u64
         + args.message_gap.as_nanos() as u64
         + causeway_operators::conn::DEADLINE_LAG_NS;
+    // A first guess at how far the pipeline holds its results back: the source's lateness
+    // and the reconciliation window, each waited out again by `clock`, `link` and `paths`,
+    // and the match windows' slack (measured: 11-14 s at the defaults). A guess too short
+    // costs a stall, after which the source reads further (`SourceConfig::min_ahead_ns`).
+    let hold_back_ns = 4 * (lateness_ns + reconcile_window.as_nanos() as u64) + 2_000_000_000;
+    let read_ahead_ns = args.engine.read_ahead.map_or(
+        SourceConfig::default().max_ahead_ns.max(hold_back_ns),
+        |d| d.as_nanos() as u64,
+    );
     let job = Job {
         inputs,
         origins,
@@ -279,14 +288,8 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
             resume_ns,
             lateness_ns,
             pipe_idle: (!args.pipe_idle.is_zero()).then_some(args.pipe_idle),
-            // Always far enough ahead that no operator's hold-back (the longest:
-            // clock.correct's two seconds plus the samples' lateness) can stall the source.
-            min_ahead_ns: SourceConfig::default()
-                .min_ahead_ns
-                .max(4 * (lateness_ns + reconcile_window.as_nanos() as u64) + 2_000_000_000),
-            max_ahead_ns: SourceConfig::default()
-                .max_ahead_ns
-                .max(4 * (lateness_ns + reconcile_window.as_nanos() as u64) + 2_000_000_000),
+            min_ahead_ns: hold_back_ns.min(read_ahead_ns),
+            max_ahead_ns: read_ahead_ns,
             ..SourceConfig::default()
         },
         flows: FlowConfig {
@@ -384,14 +387,25 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
 }
 
 /// A job that only reads and counts: `stats` and the like.
-pub fn counting_job(inputs: Vec<InputSpec>, origins: Origins, lateness_ns: u64, emit: Emit) -> Job {
+pub fn counting_job(
+    inputs: Vec<InputSpec>,
+    origins: Origins,
+    engine: &EngineArgs,
+    emit: Emit,
+) -> Job {
+    let defaults = SourceConfig::default();
+    let max_ahead_ns = engine
+        .read_ahead
+        .map_or(defaults.max_ahead_ns, |d| d.as_nanos() as u64);
     Job {
         inputs,
         origins,
         names: Arc::new(Names::new()),
         source: SourceConfig {
-            lateness_ns,
-            ..SourceConfig::default()
+            lateness_ns: engine.lateness(false).as_nanos() as u64,
+            max_ahead_ns,
+            min_ahead_ns: defaults.min_ahead_ns.min(max_ahead_ns),
+            ..defaults
         },
         flows: FlowConfig::default(),
         emit,
@@ -497,12 +511,7 @@ pub fn stats(args: &StatsArgs) -> Result<()> {
         problems: false,
         alerts: false,
     };
-    let mut job = counting_job(
-        inputs,
-        origins,
-        args.engine.lateness(false).as_nanos() as u64,
-        emit,
-    );
+    let mut job = counting_job(inputs, origins, &args.engine, emit);
     job.control = run_control(&args.run)?;
     run_job(job, &args.output, &args.engine, args.top, Rank::Expected)
 }

@@ -485,6 +485,15 @@ pub struct EngineArgs {
     /// `analyze --live` sniffer: they share this host's clock]
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub lateness: Option<Duration>,
+    /// How far (event time) the inputs are read ahead of the finished results, at most. More
+    /// lets the workers run without waiting on each other; less bounds memory on busy
+    /// inputs. Beyond the pipeline's own hold-back (the seconds that reconciliation, the
+    /// clock correction, linking and paths wait for late records), a reader also stops once
+    /// 200,000 of its records are in flight. A limit below that hold-back is raised when the
+    /// results are seen to stall (noted at -v). [default: 60s, or more with a long --lateness
+    /// or --reconcile-window]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub read_ahead: Option<Duration>,
 }
 
 impl EngineArgs {

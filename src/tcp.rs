@@ -54,12 +54,7 @@ pub fn run(args: &TcpArgs) -> Result<()> {
         problems: true,
         alerts: false,
     };
-    let mut job = counting_job(
-        specs,
-        origins,
-        args.engine.lateness(false).as_nanos() as u64,
-        emit,
-    );
+    let mut job = counting_job(specs, origins, &args.engine, emit);
     job.tcp = tcp;
     job.live = live;
     job.control = RunControl {

@@ -291,6 +291,53 @@ fn patterns_do_not_depend_on_workers_or_timing() {
     assert_eq!(run("2"), one, "captures on two workers");
 }
 
+/// A `--read-ahead` shorter than the pipeline's hold-back (11-14 s of event time at the
+/// defaults) stalls the results at first: the source notices that the output frontier stands
+/// still while it waits, reads further, and the run ends with the patterns of a run at the
+/// default read-ahead. Before the source watched for stalls, such a run waited for good.
+#[test]
+fn a_read_ahead_below_the_hold_back_costs_a_stall_not_the_run() {
+    let (dir, names, csv) = multi_tier_trace("paths-read-ahead", 20_000, &["--parallelism", "5"]);
+    let out = dir.join("short.jsonl");
+    let mut child = std::process::Command::new(bin())
+        .args(["analyze", "-v", "--format", "jsonl", "--emit", "patterns"])
+        .args(["--read-ahead", "1s", "--names", &names, "-o"])
+        .arg(&out)
+        .arg(&csv)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("analyze --read-ahead 1s still running after 120 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(status.success(), "{stderr}");
+    assert!(
+        stderr.contains("the output frontier stood still"),
+        "no stall noticed: {stderr}"
+    );
+    let records: Vec<serde_json::Value> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let short = final_patterns(&records);
+    assert!(short.len() > 5, "{} patterns", short.len());
+    let default = final_patterns(&causeway_jsonl(&[
+        "analyze", "--format", "jsonl", "--emit", "patterns", "--names", &names, &csv,
+    ]));
+    assert_eq!(short, default);
+}
+
 /// `--pattern-memory` bounds the pattern table: at every snapshot it holds no more than the
 /// bound (as `paths` counts it, and its running count agrees with a recount), the patterns
 /// beyond it are evicted and retracted, and the busiest patterns are kept whole.

@@ -26,7 +26,10 @@
 //!   while its capability is more than `max_ahead_ns` past the probe's frontier, or more
 //!   than `min_ahead_ns` past it with more than `max_in_flight` of its records not through
 //!   the dataflow yet: a fast worker cannot outrun a slow one by more than that much event
-//!   time, and the records in flight stay bounded however fast they come. Reading ahead
+//!   time, and the records in flight stay bounded however fast they come. Both limits are
+//!   first guesses at the pipeline's hold-back; where the output frontier stands still for a
+//!   second while the source waits, they rise past where the source stands (`HoldBack`),
+//!   so a guess too short costs a stall, never a run that waits for good. Reading ahead
 //!   lets the workers of a busy pipeline work without waiting for each other, but what is
 //!   read ahead waits in buffers and leaves the cache: the 4.7 million message trace (1,600
 //!   messages per second of event time, about 26 s of which the clock correction, `link`
@@ -64,8 +67,9 @@ pub struct SourceConfig {
     pub budget: usize,
     /// How far (ns of event time) the source may run ahead of the dataflow's output frontier.
     pub max_ahead_ns: Nanos,
-    /// How far it may always run ahead, whatever is in flight: more than any operator holds
-    /// its output back, or the source would wait for a frontier that cannot move.
+    /// How far it may always run ahead, whatever is in flight: at least how far the
+    /// pipeline holds its output back, or the source waits for a frontier that cannot move
+    /// until it notices the stall (a second) and raises this limit and `max_ahead_ns`.
     pub min_ahead_ns: Nanos,
     /// Beyond `min_ahead_ns`, the most of this worker's records that may be in flight (sent,
     /// and not yet passed by the output frontier).
@@ -243,6 +247,68 @@ trait Emit {
     fn rows(&mut self, batch: &mut Vec<TraceRow>);
     fn calls(&mut self, batch: &mut Vec<SocketCall>);
     fn samples(&mut self, batch: &mut Vec<TcpSample>);
+}
+
+/// How far the source may read ahead of the output frontier: the configured limits, raised
+/// whenever the pipeline is seen to hold back more than they allow.
+///
+/// `min_ahead_ns` and `max_ahead_ns` are first guesses at the pipeline's hold-back. An
+/// operator that holds its output back further than the source may read ahead would stall
+/// the run for good: the frontier waits on input that the source waits to read. So while
+/// throttled, the source watches the output frontier; if it has not moved for
+/// [`HoldBack::STALL`] of wall time, the dataflow has done what it can with what was read, and
+/// both limits rise past where the source stands (by a quarter, at least a second). A rise
+/// costs one stall; the limits never fall, since a hold-back follows from the configuration,
+/// not from the data. A frontier that stands still that long while the workers are only busy
+/// raises them too, which costs memory, never results.
+#[derive(Debug)]
+struct HoldBack {
+    min_ahead_ns: Nanos,
+    max_ahead_ns: Nanos,
+    /// While throttled: the output frontier as first seen there, and when.
+    watch: Option<(Option<Time>, Instant)>,
+}
+
+impl HoldBack {
+    /// How long a frontier that does not move while the source waits means a stall.
+    const STALL: Duration = Duration::from_secs(1);
+
+    fn new(config: &SourceConfig) -> Self {
+        HoldBack {
+            min_ahead_ns: config.min_ahead_ns,
+            max_ahead_ns: config.max_ahead_ns.max(config.min_ahead_ns),
+            watch: None,
+        }
+    }
+
+    /// The source is throttled at capability `time` with the output frontier at `frontier`.
+    fn throttled(&mut self, time: Time, frontier: Option<Time>, now: Instant) {
+        match self.watch {
+            Some((seen, since)) if seen == frontier => {
+                if now.duration_since(since) < Self::STALL {
+                    return;
+                }
+                let ahead = frontier.map_or(0, |f| time.saturating_sub(f));
+                let raised = ahead.saturating_add((ahead / 4).max(1_000_000_000));
+                tracing::info!(
+                    "source: the output frontier stood still for {:?} with the source {:.1} s \
+                     ahead of it; reading up to {:.1} s ahead from now on",
+                    Self::STALL,
+                    ahead as f64 / 1e9,
+                    raised as f64 / 1e9
+                );
+                self.min_ahead_ns = self.min_ahead_ns.max(raised);
+                self.max_ahead_ns = self.max_ahead_ns.max(raised);
+                self.watch = None;
+            }
+            _ => self.watch = Some((frontier, now)),
+        }
+    }
+
+    /// The source is reading.
+    fn flowing(&mut self) {
+        self.watch = None;
+    }
 }
 
 /// Merges readers by timestamp and keeps the watermark.
@@ -481,6 +547,7 @@ pub fn read_inputs<'scope>(
     // (capability time, records sent up to then), for the records in flight.
     let mut sent_log: std::collections::VecDeque<(Time, u64)> = Default::default();
     let mut delivered: u64 = 0;
+    let mut hold = HoldBack::new(&config);
 
     builder.build(move |mut capabilities| {
         let event_cap = capabilities.pop();
@@ -497,7 +564,9 @@ pub fn read_inputs<'scope>(
                 return;
             };
             let time = *caps_now[0].time();
-            if let Some(probe) = &probe {
+            // Once told to stop, the source finishes at once: waiting on the frontier then
+            // could wait on records that will never be read.
+            if let Some(probe) = probe.as_ref().filter(|_| !merger.control.stopped()) {
                 // What the output frontier has passed is through the dataflow.
                 while let Some(&(t, n)) = sent_log.front() {
                     if probe.less_equal(&t) {
@@ -508,12 +577,15 @@ pub fn read_inputs<'scope>(
                 }
                 let ahead = |limit: Nanos| probe.less_than(&time.saturating_sub(limit));
                 let in_flight = merger.emitted.saturating_sub(delivered);
-                if ahead(config.max_ahead_ns)
-                    || (in_flight > config.max_in_flight && ahead(config.min_ahead_ns))
+                if ahead(hold.max_ahead_ns)
+                    || (in_flight > config.max_in_flight && ahead(hold.min_ahead_ns))
                 {
+                    let frontier = probe.with_frontier(|f| f.first().copied());
+                    hold.throttled(time, frontier, Instant::now());
                     activator.activate_after(Duration::from_millis(1));
                     return;
                 }
+                hold.flowing();
             }
             if merger.control.stopped() {
                 merger.stop();
@@ -633,6 +705,53 @@ mod tests {
     use crate::origin::OriginId;
     use std::sync::atomic::AtomicUsize;
     use timely::dataflow::operators::Probe;
+
+    const S: Nanos = 1_000_000_000;
+
+    fn hold_back(min_s: u64, max_s: u64) -> HoldBack {
+        HoldBack::new(&SourceConfig {
+            min_ahead_ns: min_s * S,
+            max_ahead_ns: max_s * S,
+            ..SourceConfig::default()
+        })
+    }
+
+    #[test]
+    fn a_frontier_standing_still_while_the_source_waits_raises_both_limits() {
+        let mut h = hold_back(10, 60);
+        let t0 = Instant::now();
+        // The source waits at 100 s with the output frontier 12 s behind it.
+        h.throttled(100 * S, Some(88 * S), t0);
+        h.throttled(100 * S, Some(88 * S), t0 + HoldBack::STALL / 2);
+        assert_eq!((h.min_ahead_ns, h.max_ahead_ns), (10 * S, 60 * S));
+        h.throttled(100 * S, Some(88 * S), t0 + HoldBack::STALL);
+        // 12 s ahead, and a quarter of that again.
+        assert_eq!((h.min_ahead_ns, h.max_ahead_ns), (15 * S, 60 * S));
+        // A short hold-back raises by at least a second.
+        let mut h = hold_back(1, 2);
+        h.throttled(10 * S, Some(8 * S), t0);
+        h.throttled(10 * S, Some(8 * S), t0 + HoldBack::STALL);
+        assert_eq!((h.min_ahead_ns, h.max_ahead_ns), (3 * S, 3 * S));
+    }
+
+    #[test]
+    fn a_moving_frontier_or_reading_in_between_is_no_stall() {
+        let mut h = hold_back(10, 60);
+        let t0 = Instant::now();
+        h.throttled(100 * S, Some(88 * S), t0);
+        // The frontier moved: the wait starts again from there.
+        h.throttled(100 * S, Some(89 * S), t0 + HoldBack::STALL / 2);
+        h.throttled(100 * S, Some(89 * S), t0 + HoldBack::STALL);
+        assert_eq!(h.min_ahead_ns, 10 * S);
+        h.throttled(100 * S, Some(89 * S), t0 + HoldBack::STALL * 3 / 2);
+        assert_eq!(h.min_ahead_ns, 13_750_000_000);
+        // The source read in between two waits.
+        let mut h = hold_back(10, 60);
+        h.throttled(100 * S, Some(88 * S), t0);
+        h.flowing();
+        h.throttled(100 * S, Some(88 * S), t0 + HoldBack::STALL);
+        assert_eq!(h.min_ahead_ns, 10 * S);
+    }
 
     /// A live reader that always has one more packet, a millisecond after the last.
     struct Chatty {
