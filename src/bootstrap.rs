@@ -49,6 +49,10 @@ pub struct Bootstrap {
     pub notes: Vec<String>,
     /// The first capture's origin: the default reference clock.
     pub reference: Option<OriginId>,
+    /// Whether every input is a message-trace file: no packets to fold into messages and no
+    /// two sides of a message to pair, so nothing waits out the reconciliation window or the
+    /// message gap.
+    pub message_traces_only: bool,
 }
 
 fn content_key(p: &Packet) -> Option<(u64, u32, u32, u32)> {
@@ -75,8 +79,10 @@ pub fn bootstrap(
 ) -> Result<Bootstrap> {
     let mut samples: BTreeMap<OriginId, Vec<Packet>> = BTreeMap::new();
     let mut reference = None;
+    let mut message_traces_only = !inputs.is_empty() && inputs.iter().all(|s| s.path != "-");
     for spec in inputs.iter().filter(|s| s.path != "-") {
         let (mut reader, kind) = causeway_sources::open(spec, DecodeOptions::default(), None)?;
+        message_traces_only &= kind == InputKind::MessageTrace;
         if kind != InputKind::Capture {
             continue;
         }
@@ -185,5 +191,6 @@ pub fn bootstrap(
         homes,
         notes,
         reference,
+        message_traces_only,
     })
 }

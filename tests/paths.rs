@@ -338,6 +338,35 @@ fn a_read_ahead_below_the_hold_back_costs_a_stall_not_the_run() {
     assert_eq!(short, default);
 }
 
+/// A message trace's rows are messages already: nothing in it waits for the other side of a
+/// message or for more segments, so when every input is one, the operators after them do not
+/// wait out the reconciliation window and the message gap (said at -v). A capture among the
+/// inputs brings both back.
+#[test]
+fn only_message_traces_skip_the_reconciliation_wait() {
+    let (_, names, csv) = multi_tier_trace("paths-trace-wait", 5_000, &["--parallelism", "5"]);
+    let pcaps = scratch("paths-trace-wait-pcap");
+    generate(&pcaps, &["--preset", "multi-tier", "--messages", "500"]);
+    let pcap = pcaps_in(&pcaps).remove(0);
+    let run = |inputs: &[&str]| {
+        let mut args = vec!["analyze", "-v", "--format", "jsonl", "--emit", "patterns"];
+        args.extend_from_slice(&["--names", &names]);
+        args.extend_from_slice(inputs);
+        let out = causeway(&args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stderr).unwrap()
+    };
+    let note = "every input is a message trace";
+    let traces = run(&[&csv]);
+    assert!(traces.contains(note), "{traces}");
+    let mixed = run(&[&csv, &pcap]);
+    assert!(!mixed.contains(note), "{mixed}");
+}
+
 /// `--pattern-memory` bounds the pattern table: at every snapshot it holds no more than the
 /// bound (as `paths` counts it, and its running count agrees with a recount), the patterns
 /// beyond it are evicted and retracted, and the busiest patterns are kept whole.
