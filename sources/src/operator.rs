@@ -67,9 +67,10 @@ pub struct SourceConfig {
     pub budget: usize,
     /// How far (ns of event time) the source may run ahead of the dataflow's output frontier.
     pub max_ahead_ns: Nanos,
-    /// How far it may always run ahead, whatever is in flight: at least how far the
-    /// pipeline holds its output back, or the source waits for a frontier that cannot move
-    /// until it notices the stall (a second) and raises this limit and `max_ahead_ns`.
+    /// How far it may always run ahead, whatever is in flight (at most `max_ahead_ns`): at
+    /// least how far the pipeline holds its output back, or the source waits for a frontier
+    /// that cannot move until it notices the stall (a second) and raises this limit and
+    /// `max_ahead_ns`.
     pub min_ahead_ns: Nanos,
     /// Beyond `min_ahead_ns`, the most of this worker's records that may be in flight (sent,
     /// and not yet passed by the output frontier).
@@ -275,8 +276,8 @@ impl HoldBack {
 
     fn new(config: &SourceConfig) -> Self {
         HoldBack {
-            min_ahead_ns: config.min_ahead_ns,
-            max_ahead_ns: config.max_ahead_ns.max(config.min_ahead_ns),
+            min_ahead_ns: config.min_ahead_ns.min(config.max_ahead_ns),
+            max_ahead_ns: config.max_ahead_ns,
             watch: None,
         }
     }
@@ -566,7 +567,8 @@ pub fn read_inputs<'scope>(
             let time = *caps_now[0].time();
             // Once told to stop, the source finishes at once: waiting on the frontier then
             // could wait on records that will never be read.
-            if let Some(probe) = probe.as_ref().filter(|_| !merger.control.stopped()) {
+            let stopping = merger.control.stopped();
+            if let Some(probe) = probe.as_ref().filter(|_| !stopping) {
                 // What the output frontier has passed is through the dataflow.
                 while let Some(&(t, n)) = sent_log.front() {
                     if probe.less_equal(&t) {
@@ -587,7 +589,7 @@ pub fn read_inputs<'scope>(
                 }
                 hold.flowing();
             }
-            if merger.control.stopped() {
+            if stopping {
                 merger.stop();
             }
             merger.refill();
