@@ -174,7 +174,7 @@ impl DelayDensity {
 
 /// One step of fading: later values count `1/fade` times more (by `increment`); both
 /// histograms are rescaled before the increment grows too large.
-fn fade(increment: &mut f64, fade: f64, histograms: [&mut Histogram; 2]) {
+fn fade<const N: usize>(increment: &mut f64, fade: f64, histograms: [&mut Histogram; N]) {
     *increment /= fade;
     if *increment > 1e12 {
         let s = 1.0 / *increment;
@@ -182,6 +182,72 @@ fn fade(increment: &mut f64, fade: f64, histograms: [&mut Histogram; 2]) {
             h.scale(s);
         }
         *increment = 1.0;
+    }
+}
+
+/// How typical a delay is of one link type, from the delays seen (each counting one): the
+/// smoothed share of its bin relative to the most common bin's. `link` learns the delay of
+/// each kind of reply after the latest message of its task with it: a reply has one possible
+/// cause, so nothing is normalised against it, and a delay far from all that was seen says
+/// that the task as linked is missing a message (a call given to another task), not that
+/// another cause is likelier.
+///
+/// Bins, smoothing and fading as in [`DelayDensity`]. State: one array of [`BINS`] floats,
+/// freed by `link` when the type is unseen for its delay window. Cost: O(1) per value,
+/// O(bins) per refresh of the peak (every 64 values).
+#[derive(Clone, Debug)]
+pub struct TypicalDelay {
+    seen: Histogram,
+    /// Values seen (faded).
+    values: f64,
+    increment: f64,
+    fade: f64,
+    /// The largest smoothed bin, as of the last refresh.
+    peak: f64,
+    since_refresh: u32,
+    /// Event time of the last value, for expiry.
+    pub last_ns: u64,
+}
+
+impl TypicalDelay {
+    /// An empty one that remembers about `memory` values.
+    pub fn new(memory: f64) -> TypicalDelay {
+        TypicalDelay {
+            seen: Histogram::new(),
+            values: 0.0,
+            increment: 1.0,
+            fade: 1.0 - 1.0 / memory.max(2.0),
+            peak: 0.0,
+            since_refresh: 0,
+            last_ns: 0,
+        }
+    }
+
+    /// How many values it has seen (faded).
+    pub fn values(&self) -> f64 {
+        self.values
+    }
+
+    /// Adds a delay seen at event time `t`.
+    pub fn add(&mut self, delay_ns: f64, t: u64) {
+        self.last_ns = t;
+        self.values = self.values * self.fade + 1.0;
+        self.seen.add(bin(delay_ns), self.increment);
+        fade(&mut self.increment, self.fade, [&mut self.seen]);
+        self.since_refresh += 1;
+        if self.since_refresh >= 64 || self.peak <= 0.0 {
+            self.since_refresh = 0;
+            self.peak = (0..BINS).map(|b| self.seen.smoothed(b)).fold(0.0, f64::max);
+        }
+    }
+
+    /// How typical `delay_ns` is, relative to the most typical delay: 1 at the peak, 0 where
+    /// nothing was seen. 1 before anything was seen.
+    pub fn relative(&self, delay_ns: f64) -> f64 {
+        if self.peak <= 0.0 {
+            return 1.0;
+        }
+        (self.seen.smoothed(bin(delay_ns)) / self.peak).min(1.0)
     }
 }
 
@@ -296,6 +362,20 @@ impl CausalDensity {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_typical_delay_is_one_at_the_peak_and_nothing_where_none_was_seen() {
+        let mut d = TypicalDelay::new(1000.0);
+        assert_eq!(d.relative(5e6), 1.0, "nothing seen: no judgement");
+        for i in 0..500u64 {
+            // 1.0 ms, 1.05 ms and 0.95 ms in turn.
+            let delay = [1.0e6, 1.05e6, 0.95e6][(i % 3) as usize];
+            d.add(delay, i);
+        }
+        assert!(d.relative(1.0e6) > 0.5, "{}", d.relative(1.0e6));
+        assert_eq!(d.relative(20e6), 0.0);
+        assert!((d.values() - 500.0).abs() < 150.0, "{}", d.values());
+    }
 
     #[test]
     fn bins_are_five_percent_wide_from_a_microsecond() {

@@ -48,7 +48,10 @@
 //!   node sent between the answer and the reply, whose answers came back before it). This
 //!   tells a task that answers right after the call from one that goes on calling, without
 //!   taking a task that goes on for one that has stopped; the gap densities learn the share
-//!   of each gap that is a direct reply. On the generator's earlier "@45" traces (28
+//!   of each gap that is a direct reply. A reply carries how typical its delay after its task's
+//!   latest message is ([`Linked::typical`]: against the call type's gap density after an
+//!   answer, against the earlier replies of its type after the request), which `paths`
+//!   weighs its instances by. On the generator's earlier "@45" traces (28
 //!   candidate parents per call by Project 5's measure) a web server's calls got their true
 //!   parent 37.4% of the time with the look-ahead, 30.4% without.
 //! - **Joint decision** (beyond WAP5 and Project 5, which decide each message on its own): a
@@ -84,7 +87,8 @@
 //!   connection its send and receive times; per task its arrivals; per node pair the delay
 //!   estimate's buckets over `delay_window_ns`; per node its sends of the last `2·(x +
 //!   lateness)`, each with its answer; per link type its delay and gap densities (dropped
-//!   when the type is unseen for `delay_window_ns`); the endpoints' port evidence
+//!   when the type is unseen for `delay_window_ns`), and per reply type its delays after
+//!   the request (likewise); the endpoints' port evidence
 //!   ([`Ports`]), forgotten after `idle_ns`. All but the densities and ports are freed as the
 //!   frontier passes them by `2·(x + lateness)`. A density or delay estimate unseen for
 //!   `delay_window_ns`, and a node's first-arrival time after a lull, are forgotten when next
@@ -119,7 +123,7 @@ use timely::dataflow::operators::vec::Map;
 
 use crate::FastMap;
 use crate::assign::Assign;
-use crate::density::{CausalDensity, DelayDensity};
+use crate::density::{CausalDensity, DelayDensity, TypicalDelay};
 use crate::message::{Message, MessageStream};
 use crate::ports::Ports;
 use crate::recent::partition_point_from_back;
@@ -250,6 +254,14 @@ pub struct Linked {
     pub from_client: bool,
     /// [`node_key`]s of the sender and the receiver.
     pub keys: (u64, u64),
+    /// For a reply: how typical its delay after the latest message of its task is, relative
+    /// to the most typical delay of its kind (after the request: of the replies of its link
+    /// type; after a call's answer: of the call type's gap density), a delay at least
+    /// [`TYPICAL_FLOOR`] as typical counting as fully typical ([`ONE`]). `paths` weighs the
+    /// instances holding it by this: a reply far later than its kind's says that the task as
+    /// linked is missing a message (a call given to another task). [`ONE`] for every other
+    /// message, and while nothing is learned.
+    pub typical: Prob,
 }
 
 /// A message's identity: a hash of its endpoints, timestamps and trace row.
@@ -451,6 +463,8 @@ struct Linker {
     departures: FastMap<u64, VecDeque<Departure>>,
     /// Learned causal delays per link type, against the time-shifted null.
     causal: FastMap<u64, CausalDensity>,
+    /// Learned delays of replies after their task's latest message, per link type.
+    typical: FastMap<u64, TypicalDelay>,
     /// Per node: where its arrivals begin, so that the null scan, which cannot see before
     /// that, is compared with what the scan at the send sees after it.
     first_arrival: FastMap<u64, FirstArrival>,
@@ -704,8 +718,23 @@ impl Candidate {
 struct Weighed {
     /// The probability that it was spontaneous.
     spontaneous: f64,
+    /// For a reply, what its delay is weighed against ([`Linked::typical`]).
+    reply: ReplyAfter,
     /// Its smallest candidate delay (WAP5's sample of the pair's mean delay).
     smallest: Option<Time>,
+}
+
+/// What a reply came after, for how typical its delay is ([`Linked::typical`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum ReplyAfter {
+    /// Not a reply, or nothing learned to weigh it against.
+    Unknown,
+    /// Its task's request (the task made no call): weighed against the delays of the
+    /// replies of its link type before it ([`TypicalDelay`]).
+    Request,
+    /// A call's answer: how typical the time from that answer to the reply is of a task that
+    /// replies right after such an answer, by the call's gap density.
+    Answer(f64),
 }
 
 /// A send as `link` takes it in ([`Linker::prepare`]): what deciding its cause needs.
@@ -769,6 +798,7 @@ impl Prep {
             best: None,
             from_client: self.from_client,
             keys: (self.from, self.to),
+            typical: ONE,
         }
     }
 }
@@ -780,6 +810,11 @@ const COPIES: usize = 3;
 /// How many candidates a link type must have been (faded) before calls with it as a
 /// candidate are decided jointly.
 const MATCH_SAMPLES: f64 = 100.0;
+
+/// A reply whose delay is at least this share of its kind's most typical one counts as
+/// typical ([`Linked::typical`]): only a delay far outside what its kind does weighs its
+/// instances down.
+pub const TYPICAL_FLOOR: f64 = 0.02;
 
 /// The cost of a probability in an assignment: its negative log.
 fn cost(p: f64) -> f64 {
@@ -1027,6 +1062,8 @@ impl Linker {
         self.densities
             .retain(|_, d| !stale(d.last_ns, window, linked));
         self.causal.retain(|_, d| !stale(d.last_ns, window, linked));
+        self.typical
+            .retain(|_, d| !stale(d.last_ns, window, linked));
         if now.saturating_sub(self.last_expiry) >= crate::ports::EXPIRY_EVERY_NS {
             self.ports.expire(now.saturating_sub(self.config.idle_ns));
             self.last_expiry = now;
@@ -1196,12 +1233,35 @@ impl Linker {
         let candidates = &mut scratch.candidates;
         candidates.clear();
         let learned = self.config.model == DelayModel::Learned;
+        let mut reply = ReplyAfter::Unknown;
         if let Some(t) = p.answers {
             // A reply: the latest message of its task.
-            let latest = self.tasks.get(&t).and_then(|task| {
+            let (latest, before) = self.tasks.get(&t).map_or((None, None), |task| {
                 let i = task.arrivals.partition_point(|a| a.0 <= p.at);
-                i.checked_sub(1).map(|i| task.arrivals[i])
+                let at = |k: Option<usize>| k.map(|k| task.arrivals[k]);
+                (at(i.checked_sub(1)), at(i.checked_sub(2)))
             });
+            // After an answer, the answer's call followed the task's message before it (a
+            // task's calls are in series): so the call's link type is known, and with it the
+            // gap density that learned how long after such an answer a task replies when it
+            // replies next.
+            match (latest, before) {
+                _ if !learned => {}
+                (Some(a), _) if a.3 => reply = ReplyAfter::Request,
+                (Some(a), Some(b)) => {
+                    let call = link_type(b.2, b.3, p.from, a.2, false);
+                    let window = self.config.delay_window_ns;
+                    if let Some(d) = self
+                        .densities
+                        .get(&gap_type(call))
+                        .filter(|d| !stale(d.last_ns, window, p.event_ns))
+                        .filter(|d| d.evidence() >= MATCH_SAMPLES)
+                    {
+                        reply = ReplyAfter::Answer(d.relative((p.at - a.0) as f64));
+                    }
+                }
+                _ => {}
+            }
             if let Some((local, pid, kind_from, request)) = latest {
                 candidates.push(Candidate::new(
                     pid,
@@ -1322,6 +1382,7 @@ impl Linker {
         self.scratch = scratch;
         Some(Weighed {
             spontaneous: spontaneous / total,
+            reply,
             smallest,
         })
     }
@@ -1466,6 +1527,7 @@ impl Linker {
     ) -> Linked {
         let Some(Weighed {
             spontaneous: p_spont,
+            reply,
             smallest,
         }) = weighed
         else {
@@ -1501,6 +1563,29 @@ impl Linker {
                 .max_by(|a, b| a.weight.total_cmp(&b.weight).then(b.delay.cmp(&a.delay))),
         };
         let task = p.answers.or_else(|| best.and_then(|c| c.task));
+        // A reply: how typical its delay after its task's latest message is.
+        let typical = match (reply, best) {
+            (ReplyAfter::Answer(r), _) => r,
+            (ReplyAfter::Request, Some(c)) => {
+                let memory = self.config.type_memory;
+                let d = density_at(
+                    &mut self.typical,
+                    c.kind,
+                    (window, p.event_ns),
+                    || TypicalDelay::new(memory),
+                    |d| d.last_ns,
+                );
+                let r = if d.values() >= MATCH_SAMPLES {
+                    d.relative(c.delay as f64)
+                } else {
+                    1.0
+                };
+                d.add(c.delay as f64, p.event_ns);
+                r
+            }
+            _ => 1.0,
+        };
+        let typical = (typical / TYPICAL_FLOOR).min(1.0);
         let best = best.map(|c| c.id);
         if let Some(b) = best {
             let e = self.caused.entry(b).or_insert((0, p.event_ns, p.event_ns));
@@ -1522,6 +1607,7 @@ impl Linker {
             best,
             from_client: p.from_client,
             keys: (p.from, p.to),
+            typical: to_prob(typical),
         }
     }
 
@@ -2039,6 +2125,7 @@ impl<'scope> Link<'scope> for MessageStream<'scope> {
                     densities: FastMap::default(),
                     departures: FastMap::default(),
                     causal: FastMap::default(),
+                    typical: FastMap::default(),
                     first_arrival: FastMap::default(),
                     tasks: FastMap::default(),
                     caused: FastMap::default(),
@@ -2371,6 +2458,38 @@ mod tests {
                 assert!(l.parents[0].1 > ONE * 9 / 10, "{l:?}");
             }
         }
+    }
+
+    #[test]
+    fn a_reply_far_later_than_its_kind_is_untypical() {
+        const MS: Time = 1_000_000;
+        // 300 clients' requests to B (10.0.0.2:80), 10 ms apart, each answered 1.0-1.2 ms
+        // later with no call; then one answered 30 ms later, then one at 1.1 ms again.
+        let mut messages = Vec::new();
+        let mut replies = Vec::new();
+        for i in 0..302u64 {
+            let t = 1_000 * MS + i * 10 * MS;
+            let client = format!("10.1.{}.{}:{}", i / 200, i % 200 + 1, 40000 + i);
+            let delay = match i {
+                300 => 30 * MS,
+                _ => MS + (i % 3) * MS / 10,
+            };
+            let t = if i == 301 { t + 30 * MS } else { t };
+            messages.push(msg(&client, "10.0.0.2:80", t, t + 100));
+            let reply = msg("10.0.0.2:80", &client, t + 100 + delay, t + 200 + delay);
+            replies.push(message_id(&reply));
+            messages.push(reply);
+        }
+        let linked = run(messages);
+        let typical = |id: u64| linked.iter().find(|l| l.id == id).expect("linked").typical;
+        // Until 100 replies are seen nothing is judged; then the usual delays are typical.
+        assert!(replies[..299].iter().all(|&r| typical(r) == ONE));
+        assert!(
+            typical(replies[300]) < ONE / 100,
+            "{}",
+            typical(replies[300])
+        );
+        assert_eq!(typical(replies[301]), ONE);
     }
 
     #[test]

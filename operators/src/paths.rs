@@ -15,7 +15,9 @@
 //!   factor `1 − q`), or otherwise *try-both*: two instances, one with and one without it,
 //!   while the root has try-both decisions left (`try_both`), after which the child's most
 //!   likely cause wins. An instance's probability is the product of its decisions (and of its
-//!   root's probability of being spontaneous). An instance is final once its newest message is
+//!   root's probability of being spontaneous), times how typical the delays of its replies
+//!   are ([`Linked::typical`]: beyond WAP5, an instance whose reply comes far later than its
+//!   kind's is missing a message, and counts that much less). An instance is final once its newest message is
 //!   `max_delay_ns` plus the lateness old (no child can still arrive), or once its root is
 //!   `max_path_ns` old; a root is judged just before the first message at or after that
 //!   time is taken in (messages are taken in event-time order), so that the outcome does not
@@ -352,6 +354,8 @@ struct Entry {
     /// The most likely parent's id.
     best: Option<u64>,
     spontaneous: Prob,
+    /// How typical its delay is, for a reply ([`crate::link::Linked::typical`]).
+    typical: Prob,
     /// [`node_key`](crate::link::node_key)s of the sender and receiver.
     keys: (u64, u64),
 }
@@ -804,6 +808,7 @@ impl Paths {
             children: adopted,
             best: l.best,
             spontaneous: l.spontaneous,
+            typical: l.typical,
             keys,
         });
         self.next_snapshot
@@ -1308,6 +1313,19 @@ impl Paths {
                 let mut wider = self.enumerate(root, UNLIKELY, budget.saturating_mul(2));
                 if self.condition_on_answer(root, &mut wider) {
                     instances = wider;
+                }
+            }
+            // Beyond WAP5: an instance whose replies come far later than their kind's do
+            // is missing a message (a call linked to another task); it counts only as much
+            // as its replies are typical (the product of their `typical`), applied after
+            // conditioning, so that the root's other instances do not take over its weight.
+            for (msgs, p) in instances.iter_mut() {
+                for (id, _) in msgs.iter().skip(1) {
+                    if let Some(e) = self.entries.get(id) {
+                        if e.typical < ONE {
+                            *p *= f64::from(e.typical) / f64::from(ONE);
+                        }
+                    }
                 }
             }
             let mut hop_cache = FastMap::default();
