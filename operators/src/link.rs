@@ -49,10 +49,9 @@
 //!   tells a task that answers right after the call from one that goes on calling, without
 //!   taking a task that goes on for one that has stopped; the gap densities learn the share
 //!   of each gap that is a direct reply. A reply carries how typical its delay after its task's
-//!   latest message is ([`Linked::typical`]: against the call type's gap density after an
-//!   answer, against the earlier replies of its type after the request; counted only as far
-//!   as the calls linked elsewhere may have been the task's), which `paths` weighs its
-//!   instances by. On the generator's earlier "@45" traces (28
+//!   latest message is ([`Linked::typical`]: against the earlier replies of its type, of
+//!   tasks unlikely to be missing a call; counted only as far as the calls linked elsewhere
+//!   may have been the task's), which `paths` weighs its instances by. On the generator's earlier "@45" traces (28
 //!   candidate parents per call by Project 5's measure) a web server's calls got their true
 //!   parent 37.4% of the time with the look-ahead, 30.4% without.
 //! - **Joint decision** (beyond WAP5 and Project 5, which decide each message on its own): a
@@ -88,8 +87,8 @@
 //!   connection its send and receive times; per task its arrivals; per node pair the delay
 //!   estimate's buckets over `delay_window_ns`; per node its sends of the last `2·(x +
 //!   lateness)`, each with its answer; per link type its delay and gap densities (dropped
-//!   when the type is unseen for `delay_window_ns`), and per reply type its delays after
-//!   the request (likewise); the endpoints' port evidence
+//!   when the type is unseen for `delay_window_ns`), and per reply type its delays
+//!   (likewise); the endpoints' port evidence
 //!   ([`Ports`]), forgotten after `idle_ns`. All but the densities and ports are freed as the
 //!   frontier passes them by `2·(x + lateness)`. A density or delay estimate unseen for
 //!   `delay_window_ns`, and a node's first-arrival time after a lull, are forgotten when next
@@ -256,8 +255,8 @@ pub struct Linked {
     /// [`node_key`]s of the sender and the receiver.
     pub keys: (u64, u64),
     /// For a reply: how typical its delay after the latest message of its task is, relative
-    /// to the most typical delay of its kind (after the request: of the replies of its link
-    /// type; after a call's answer: of the call type's gap density), a delay at least
+    /// to the most typical delay of the replies of its link type (learned from tasks unlikely
+    /// to be missing a call), a delay at least
     /// [`TYPICAL_FLOOR`] as typical counting as fully typical, and the shortfall counted only
     /// as far as the task may be missing a call: scaled by the probabilities the node's calls
     /// linked elsewhere gave the task (summed, at most 1). `paths` weighs the instances
@@ -726,23 +725,8 @@ impl Candidate {
 struct Weighed {
     /// The probability that it was spontaneous.
     spontaneous: f64,
-    /// For a reply, what its delay is weighed against ([`Linked::typical`]).
-    reply: ReplyAfter,
     /// Its smallest candidate delay (WAP5's sample of the pair's mean delay).
     smallest: Option<Time>,
-}
-
-/// What a reply came after, for how typical its delay is ([`Linked::typical`]).
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum ReplyAfter {
-    /// Not a reply, or nothing learned to weigh it against.
-    Unknown,
-    /// Its task's request (the task made no call): weighed against the delays of the
-    /// replies of its link type before it ([`TypicalDelay`]).
-    Request,
-    /// A call's answer: how typical the time from that answer to the reply is of a task that
-    /// replies right after such an answer, by the call's gap density.
-    Answer(f64),
 }
 
 /// A send as `link` takes it in ([`Linker::prepare`]): what deciding its cause needs.
@@ -823,6 +807,10 @@ const MATCH_SAMPLES: f64 = 100.0;
 /// typical ([`Linked::typical`]): only a delay far outside what its kind does weighs its
 /// instances down.
 pub const TYPICAL_FLOOR: f64 = 0.02;
+
+/// The replies of tasks less likely than this to be missing a call ([`Task::lost`]) are what
+/// the typical delays are learned from.
+const TYPICAL_LEARN_LOST: f32 = 0.3;
 
 /// The cost of a probability in an assignment: its negative log.
 fn cost(p: f64) -> f64 {
@@ -1242,35 +1230,12 @@ impl Linker {
         let candidates = &mut scratch.candidates;
         candidates.clear();
         let learned = self.config.model == DelayModel::Learned;
-        let mut reply = ReplyAfter::Unknown;
         if let Some(t) = p.answers {
             // A reply: the latest message of its task.
-            let (latest, before) = self.tasks.get(&t).map_or((None, None), |task| {
+            let latest = self.tasks.get(&t).and_then(|task| {
                 let i = task.arrivals.partition_point(|a| a.0 <= p.at);
-                let at = |k: Option<usize>| k.map(|k| task.arrivals[k]);
-                (at(i.checked_sub(1)), at(i.checked_sub(2)))
+                i.checked_sub(1).map(|i| task.arrivals[i])
             });
-            // After an answer, the answer's call followed the task's message before it (a
-            // task's calls are in series): so the call's link type is known, and with it the
-            // gap density that learned how long after such an answer a task replies when it
-            // replies next.
-            match (latest, before) {
-                _ if !learned => {}
-                (Some(a), _) if a.3 => reply = ReplyAfter::Request,
-                (Some(a), Some(b)) => {
-                    let call = link_type(b.2, b.3, p.from, a.2, false);
-                    let window = self.config.delay_window_ns;
-                    if let Some(d) = self
-                        .densities
-                        .get(&gap_type(call))
-                        .filter(|d| !stale(d.last_ns, window, p.event_ns))
-                        .filter(|d| d.evidence() >= MATCH_SAMPLES)
-                    {
-                        reply = ReplyAfter::Answer(d.relative((p.at - a.0) as f64));
-                    }
-                }
-                _ => {}
-            }
             if let Some((local, pid, kind_from, request)) = latest {
                 candidates.push(Candidate::new(
                     pid,
@@ -1391,7 +1356,6 @@ impl Linker {
         self.scratch = scratch;
         Some(Weighed {
             spontaneous: spontaneous / total,
-            reply,
             smallest,
         })
     }
@@ -1536,7 +1500,6 @@ impl Linker {
     ) -> Linked {
         let Some(Weighed {
             spontaneous: p_spont,
-            reply,
             smallest,
         }) = weighed
         else {
@@ -1580,10 +1543,13 @@ impl Linker {
                 }
             }
         }
-        // A reply: how typical its delay after its task's latest message is.
-        let typical = match (reply, best) {
-            (ReplyAfter::Answer(r), _) => r,
-            (ReplyAfter::Request, Some(c)) => {
+        // A reply: how typical its delay after its task's latest message is, as far as the
+        // task may be missing a call (a reply slow for its own reasons, with no call of the
+        // node likely to have been its task's, is not untypical). Learned from the replies of
+        // tasks unlikely to be missing one: the others teach the delays of broken tasks.
+        let typical = match (p.answers, best) {
+            (Some(t), Some(c)) if self.config.model == DelayModel::Learned => {
+                let lost = self.tasks.get(&t).map_or(0.0, |t| t.lost);
                 let memory = self.config.type_memory;
                 let d = density_at(
                     &mut self.typical,
@@ -1593,22 +1559,17 @@ impl Linker {
                     |d| d.last_ns,
                 );
                 let r = if d.values() >= MATCH_SAMPLES {
-                    d.relative(c.delay as f64)
+                    (d.relative(c.delay as f64) / TYPICAL_FLOOR).min(1.0)
                 } else {
                     1.0
                 };
-                d.add(c.delay as f64, p.event_ns);
-                r
+                if lost < TYPICAL_LEARN_LOST {
+                    d.add(c.delay as f64, p.event_ns);
+                }
+                1.0 - (1.0 - r) * f64::from(lost)
             }
             _ => 1.0,
         };
-        // Untypical only as far as the task may be missing a call: a reply that is slow for
-        // its own reasons, with no call of the node likely to have been the task's, is not.
-        let lost = p
-            .answers
-            .and_then(|t| self.tasks.get(&t))
-            .map_or(0.0, |t| f64::from(t.lost));
-        let typical = 1.0 - (1.0 - (typical / TYPICAL_FLOOR).min(1.0)) * lost;
         let best = best.map(|c| c.id);
         if let Some(b) = best {
             let e = self.caused.entry(b).or_insert((0, p.event_ns, p.event_ns));
