@@ -812,6 +812,10 @@ pub const TYPICAL_FLOOR: f64 = 0.02;
 /// the typical delays are learned from.
 const TYPICAL_LEARN_LOST: f32 = 0.3;
 
+/// A call's probability for a task it is not linked to counts towards the task's
+/// [`Task::lost`] from this much.
+const LOST_MIN: f64 = 0.01;
+
 /// The cost of a probability in an assignment: its negative log.
 fn cost(p: f64) -> f64 {
     -(p.max(1e-12).ln())
@@ -1535,9 +1539,13 @@ impl Linker {
                 .max_by(|a, b| a.weight.total_cmp(&b.weight).then(b.delay.cmp(&a.delay))),
         };
         let task = p.answers.or_else(|| best.and_then(|c| c.task));
-        // A call: the tasks it might have come from but is not linked to may be missing it.
+        // A call: the tasks it might have come from but is not linked to may be missing it
+        // (those it gives under `LOST_MIN`: not enough to matter, nor a lookup).
         if p.answers.is_none() {
-            for c in candidates.iter().filter(|c| c.task != task) {
+            for c in candidates
+                .iter()
+                .filter(|c| c.task != task && c.weight >= LOST_MIN)
+            {
                 if let Some(t) = c.task.and_then(|t| self.tasks.get_mut(&t)) {
                     t.lost = (t.lost + c.weight as f32).min(1.0);
                 }
