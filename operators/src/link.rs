@@ -2245,17 +2245,7 @@ mod tests {
     use timely::dataflow::operators::{Capture, ToStream};
 
     fn msg(src: &str, dst: &str, send: Time, recv: Time) -> Message {
-        let node = |s: &str| s.split(':').next().unwrap_or("").to_owned();
-        Message {
-            send_ns: Some(send),
-            recv_ns: Some(recv),
-            src: node(src).into(),
-            dst: node(dst).into(),
-            src_endpoint: Address::parse(src),
-            dst_endpoint: Address::parse(dst),
-            event_ns: send,
-            ..Message::default()
-        }
+        Message::between(src, dst, send, recv)
     }
 
     fn run(messages: Vec<Message>) -> Vec<Linked> {

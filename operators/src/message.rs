@@ -61,3 +61,22 @@ impl Message {
         self.event_ns
     }
 }
+
+#[cfg(test)]
+impl Message {
+    /// For tests: a message between two `ip:port` endpoints (their nodes named by the IP),
+    /// sent and received at the times given.
+    pub(crate) fn between(src: &str, dst: &str, send: Time, recv: Time) -> Message {
+        let node = |s: &str| s.split(':').next().unwrap_or("").to_owned();
+        Message {
+            send_ns: Some(send),
+            recv_ns: Some(recv),
+            src: node(src).into(),
+            dst: node(dst).into(),
+            src_endpoint: Address::parse(src),
+            dst_endpoint: Address::parse(dst),
+            event_ns: send,
+            ..Message::default()
+        }
+    }
+}

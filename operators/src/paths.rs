@@ -1021,6 +1021,15 @@ impl Paths {
             .iter()
             .map(|(id, _)| self.entries.get(id))
             .collect::<Option<_>>()?;
+        // Beyond WAP5: an instance whose replies come far later than their kind's do is
+        // missing a message (a call linked to another task); it counts only as much as its
+        // replies are typical (the product of their `typical`). Applied here, after the root's
+        // instances were conditioned on holding its answer, so that its other instances do
+        // not take over this one's weight.
+        let mut probability = probability;
+        for e in entries.iter().skip(1).filter(|e| e.typical < ONE) {
+            probability *= f64::from(e.typical) / f64::from(ONE);
+        }
         let n = msgs.len();
         // Children by (parent, send time, position), in one sorted list: a parent's children
         // are the range `kids[start[p]..start[p + 1]]`, in send order.
@@ -1313,19 +1322,6 @@ impl Paths {
                 let mut wider = self.enumerate(root, UNLIKELY, budget.saturating_mul(2));
                 if self.condition_on_answer(root, &mut wider) {
                     instances = wider;
-                }
-            }
-            // Beyond WAP5: an instance whose replies come far later than their kind's do
-            // is missing a message (a call linked to another task); it counts only as much
-            // as its replies are typical (the product of their `typical`), applied after
-            // conditioning, so that the root's other instances do not take over its weight.
-            for (msgs, p) in instances.iter_mut() {
-                for (id, _) in msgs.iter().skip(1) {
-                    if let Some(e) = self.entries.get(id) {
-                        if e.typical < ONE {
-                            *p *= f64::from(e.typical) / f64::from(ONE);
-                        }
-                    }
                 }
             }
             let mut hop_cache = FastMap::default();
@@ -1672,17 +1668,7 @@ mod tests {
     use timely::dataflow::operators::{Capture, ToStream};
 
     fn message(src: &str, dst: &str, send: Time) -> Box<Message> {
-        let node = |s: &str| s.split(':').next().unwrap_or("").to_owned();
-        Box::new(Message {
-            send_ns: Some(send),
-            recv_ns: Some(send + 100_000),
-            src: node(src).into(),
-            dst: node(dst).into(),
-            src_endpoint: Address::parse(src),
-            dst_endpoint: Address::parse(dst),
-            event_ns: send,
-            ..Message::default()
-        })
+        Box::new(Message::between(src, dst, send, send + 100_000))
     }
 
     /// The probabilities of the instances `paths` finishes from a request and its reply,
