@@ -185,35 +185,55 @@ fn fade<const N: usize>(increment: &mut f64, fade: f64, histograms: [&mut Histog
     }
 }
 
-/// How typical a delay is of one link type, from the delays seen (each counting one): the
+/// How typical a delay is of one link type, learned from the gaps known to be complete: the
 /// smoothed share of its bin relative to the most common bin's. `link` learns the delay of
 /// each kind of reply after the latest message of its task with it: a reply has one possible
-/// cause, so nothing is normalised against it, and a delay far from all that was seen says
-/// that the task as linked is missing a message (a call given to another task), not that
-/// another cause is likelier.
+/// cause, so nothing is normalised against it, and a delay far from what complete tasks do
+/// says that the task as linked is missing a message (a call given to another task), not
+/// that another cause is likelier.
 ///
-/// Bins, smoothing and fading as in [`DelayDensity`]. State: one array of [`BINS`] floats,
-/// freed by `link` when the type is unseen for its delay window. Cost: O(1) per value,
-/// O(bins) per refresh of the peak (every 64 values).
+/// A gap is *clean* when its node made no call in it that was answered in it: a task whose
+/// gap is clean cannot be missing a call, and a task that is missing one never has a clean
+/// gap (the call it lost lies in it). Only clean gaps are learned, so tasks broken by wrong
+/// links teach nothing. But a long gap is less often clean than a short one on a busy node,
+/// so each clean gap counts as many gaps as a window that long is rarely clean: how many
+/// windows of its length, shifted to a time where no reply is, were tested per clean one
+/// (one added to both counts; at most [`MAX_WEIGHT`]). The learned shape is thus that of complete tasks' delays, not
+/// biased towards the short ones.
+///
+/// Bins, smoothing and fading as in [`DelayDensity`]. State: three arrays of [`BINS`] floats
+/// (clean gaps, shifted windows, clean shifted windows), freed by `link` when the type is
+/// unseen for its delay window. Cost: O(1) per gap, O(bins) per refresh of the peak (every
+/// 64 gaps).
 #[derive(Clone, Debug)]
 pub struct TypicalDelay {
+    /// Clean gaps, each weighed as described.
     seen: Histogram,
-    /// Values seen (faded).
+    /// Shifted windows tested, and those found clean, by length.
+    windows: Histogram,
+    clean_windows: Histogram,
+    /// Clean gaps seen (faded).
     values: f64,
     increment: f64,
     fade: f64,
     /// The largest smoothed bin, as of the last refresh.
     peak: f64,
     since_refresh: u32,
-    /// Event time of the last value, for expiry.
+    /// Event time of the last gap, for expiry.
     pub last_ns: u64,
 }
 
+/// The most a clean gap counts for ([`TypicalDelay`]): where windows of a length are
+/// clean less often than this, the few clean ones are not blown up further.
+pub const MAX_WEIGHT: f64 = 1000.0;
+
 impl TypicalDelay {
-    /// An empty one that remembers about `memory` values.
+    /// An empty one that remembers about `memory` gaps.
     pub fn new(memory: f64) -> TypicalDelay {
         TypicalDelay {
             seen: Histogram::new(),
+            windows: Histogram::new(),
+            clean_windows: Histogram::new(),
             values: 0.0,
             increment: 1.0,
             fade: 1.0 - 1.0 / memory.max(2.0),
@@ -223,17 +243,39 @@ impl TypicalDelay {
         }
     }
 
-    /// How many values it has seen (faded).
+    /// How many clean gaps it has learned (faded).
     pub fn values(&self) -> f64 {
         self.values
     }
 
-    /// Adds a delay seen at event time `t`.
-    pub fn add(&mut self, delay_ns: f64, t: u64) {
+    /// Observes a gap of `delay_ns` at event time `t`: whether it was clean, and whether a
+    /// window as long, shifted to where no reply is, was (`None`: not tested, as before the
+    /// node's first arrival).
+    pub fn observe(&mut self, delay_ns: f64, clean: bool, shifted_clean: Option<bool>, t: u64) {
         self.last_ns = t;
-        self.values = self.values * self.fade + 1.0;
-        self.seen.add(bin(delay_ns), self.increment);
-        fade(&mut self.increment, self.fade, [&mut self.seen]);
+        let b = bin(delay_ns);
+        if let Some(shifted_clean) = shifted_clean {
+            self.windows.add(b, self.increment);
+            if shifted_clean {
+                self.clean_windows.add(b, self.increment);
+            }
+        }
+        if clean {
+            // Windows tested per clean one, as counts (one added to each: a length with
+            // little evidence yet counts about once).
+            let n = self.windows.smoothed(b) / self.increment;
+            let u = self.clean_windows.smoothed(b) / self.increment;
+            let weight = ((n + 1.0) / (u + 1.0)).clamp(1.0, MAX_WEIGHT);
+            self.values = self.values * self.fade + 1.0;
+            self.seen.add(b, self.increment * weight);
+        } else {
+            self.values *= self.fade;
+        }
+        fade(
+            &mut self.increment,
+            self.fade,
+            [&mut self.seen, &mut self.windows, &mut self.clean_windows],
+        );
         self.since_refresh += 1;
         if self.since_refresh >= 64 || self.peak <= 0.0 {
             self.since_refresh = 0;
@@ -368,13 +410,32 @@ mod tests {
         let mut d = TypicalDelay::new(1000.0);
         assert_eq!(d.relative(5e6), 1.0, "nothing seen: no judgement");
         for i in 0..500u64 {
-            // 1.0 ms, 1.05 ms and 0.95 ms in turn.
+            // 1.0 ms, 1.05 ms and 0.95 ms in turn, clean; and as many gaps of 20 ms that
+            // are not, as a task that lost a call has.
             let delay = [1.0e6, 1.05e6, 0.95e6][(i % 3) as usize];
-            d.add(delay, i);
+            d.observe(delay, true, Some(true), i);
+            d.observe(20e6, false, Some(false), i);
         }
         assert!(d.relative(1.0e6) > 0.5, "{}", d.relative(1.0e6));
-        assert_eq!(d.relative(20e6), 0.0);
-        assert!((d.values() - 500.0).abs() < 150.0, "{}", d.values());
+        assert_eq!(d.relative(20e6), 0.0, "what is not clean is not learned");
+        assert!((d.values() - 300.0).abs() < 100.0, "{}", d.values());
+    }
+
+    /// Two kinds of complete task, as common as each other: one replies after 1 ms, the
+    /// other after 4 ms, on a node where a window of 4 ms is clean a quarter as often as
+    /// one of 1 ms. Weighed by how rarely their length is clean, the 4 ms gaps are as
+    /// typical as the 1 ms ones, though fewer of them were seen clean.
+    #[test]
+    fn clean_gaps_count_as_many_as_their_length_is_rarely_clean() {
+        let mut d = TypicalDelay::new(10_000.0);
+        for i in 0..4000u64 {
+            // Clean: every 1 ms gap; one 4 ms gap in four; the shifted windows alike.
+            d.observe(1e6, true, Some(true), i);
+            d.observe(4e6, i % 4 == 0, Some(i % 4 == 1), i);
+        }
+        let (short, long) = (d.relative(1e6), d.relative(4e6));
+        assert!(short > 0.8 && long > 0.8, "{short} {long}");
+        assert_eq!(d.relative(2e6), 0.0);
     }
 
     #[test]

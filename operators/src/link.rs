@@ -48,10 +48,12 @@
 //!   node sent between the answer and the reply, whose answers came back before it). This
 //!   tells a task that answers right after the call from one that goes on calling, without
 //!   taking a task that goes on for one that has stopped; the gap densities learn the share
-//!   of each gap that is a direct reply. A reply carries how typical its delay after its task's
-//!   latest message is ([`Linked::typical`]: against the earlier replies of its type, of
-//!   tasks unlikely to be missing a call; counted only as far as the calls linked elsewhere
-//!   may have been the task's), which `paths` weighs its instances by. On the generator's earlier "@45" traces (28
+//!   of each gap that is a direct reply. A reply carries whether its task as linked may be missing a call
+//!   ([`Linked::typical`]): not if no call of its node was made and answered between the
+//!   task's latest message and the reply (a *clean* gap); else as far as its delay is
+//!   untypical of the complete tasks of its type (learned from clean gaps, each weighed by
+//!   how rarely a window that long is clean, tested at a shifted time). `paths` weighs its
+//!   instances by it. On the generator's earlier "@45" traces (28
 //!   candidate parents per call by Project 5's measure) a web server's calls got their true
 //!   parent 37.4% of the time with the look-ahead, 30.4% without.
 //! - **Joint decision** (beyond WAP5 and Project 5, which decide each message on its own): a
@@ -87,8 +89,8 @@
 //!   connection its send and receive times; per task its arrivals; per node pair the delay
 //!   estimate's buckets over `delay_window_ns`; per node its sends of the last `2·(x +
 //!   lateness)`, each with its answer; per link type its delay and gap densities (dropped
-//!   when the type is unseen for `delay_window_ns`), and per reply type its delays
-//!   (likewise); the endpoints' port evidence
+//!   when the type is unseen for `delay_window_ns`), and per reply type its clean gaps and
+//!   shifted windows (likewise); the endpoints' port evidence
 //!   ([`Ports`]), forgotten after `idle_ns`. All but the densities and ports are freed as the
 //!   frontier passes them by `2·(x + lateness)`. A density or delay estimate unseen for
 //!   `delay_window_ns`, and a node's first-arrival time after a lull, are forgotten when next
@@ -103,7 +105,9 @@
 //!   lookup or two. A call in a match window is weighed once per round it takes part in
 //!   (most are decided in the first or second) and once more to learn from, plus its share of
 //!   the window's assignment (a shortest-path search per call, which ends at the first free
-//!   candidate it reaches). A reply looks at its task only; a reply's departure updates the copies on
+//!   candidate it reaches). A reply looks at its task, and at its node's sends in its gap and in the gap
+//!   shifted (two binary searches; a scan up to the first call answered in it, at most
+//!   [`MAX_CLEAN_SCAN`] sends); a reply's departure updates the copies on
 //!   its task's arrivals (a binary search each). A call whose answer came back also looks at
 //!   the sends its node made between the answer and its candidates' latest reply (at most
 //!   64), once per weighing, and each candidate at those before its own task's reply.
@@ -254,16 +258,15 @@ pub struct Linked {
     pub from_client: bool,
     /// [`node_key`]s of the sender and the receiver.
     pub keys: (u64, u64),
-    /// For a reply: how typical its delay after the latest message of its task is, relative
-    /// to the most typical delay of the replies of its link type (learned from tasks unlikely
-    /// to be missing a call), a delay at least
-    /// [`TYPICAL_FLOOR`] as typical counting as fully typical, and the shortfall counted only
-    /// as far as the task may be missing a call: scaled by the probabilities the node's calls
-    /// linked elsewhere gave the task (summed, at most 1). `paths` weighs the instances
-    /// holding it by this: a reply far later than its kind's, in a task that may have lost a
-    /// call to another, says the task as linked is missing it; a reply slow for its own
-    /// reasons, with no call likely to have been its task's, stays [`ONE`]. [`ONE`] for every
-    /// other message, and while nothing is learned.
+    /// For a reply: whether its task as linked may be missing a call. [`ONE`] if the gap
+    /// from the task's latest message to the reply is *clean* (its node made no call in it
+    /// that was answered in it: the task cannot be missing one, however slow the reply);
+    /// else how typical the reply's delay is, relative to the most typical delay of the
+    /// complete tasks of its link type ([`TypicalDelay`]: learned from clean gaps), a delay
+    /// at least [`TYPICAL_FLOOR`] as typical counting as fully typical. `paths` weighs the
+    /// instances holding it by this: a reply far later than complete tasks of its kind
+    /// reply, with a call of its node made and answered in between, says its task lost that
+    /// call to another. [`ONE`] for every other message, and while nothing is learned.
     pub typical: Prob,
 }
 
@@ -628,10 +631,6 @@ struct Task {
     /// The request and the answers to the calls made for it: (receive time, id, the
     /// sender's key in link types, whether a request), by receive time.
     arrivals: TaskArrivals,
-    /// How likely the task as linked is to be missing a call ([`Linked::typical`]): the
-    /// probabilities that the node's calls linked to other causes gave the task's messages,
-    /// summed (at most 1).
-    lost: f32,
 }
 
 /// A task's arrivals: (receive time, id, the sender's key in link types, whether a request),
@@ -808,13 +807,9 @@ const MATCH_SAMPLES: f64 = 100.0;
 /// instances down.
 pub const TYPICAL_FLOOR: f64 = 0.02;
 
-/// The replies of tasks less likely than this to be missing a call ([`Task::lost`]) are what
-/// the typical delays are learned from.
-const TYPICAL_LEARN_LOST: f32 = 0.3;
-
-/// A call's probability for a task it is not linked to counts towards the task's
-/// [`Task::lost`] from this much.
-const LOST_MIN: f64 = 0.01;
+/// A gap is tested for being clean ([`Linker::clean`]) over at most this many of its
+/// node's sends; a gap holding more is taken as not clean.
+const MAX_CLEAN_SCAN: usize = 1024;
 
 /// The cost of a probability in an assignment: its negative log.
 fn cost(p: f64) -> f64 {
@@ -985,7 +980,6 @@ impl Linker {
                     reply_ns,
                     served: endpoint_key(&a.dst_endpoint),
                     arrivals: smallvec::smallvec![entry],
-                    lost: 0.0,
                 },
             );
             let list = &mut self.node_tasks.entry(a.to).or_default().list;
@@ -1395,6 +1389,33 @@ impl Linker {
         }
     }
 
+    /// How far the null of message `id` is shifted into the past: spread over half to one and
+    /// a half times `null_shift_ns` by the message's id, so that a workload periodic in about
+    /// the shift does not look caused.
+    fn null_shift(&self, id: u64) -> Time {
+        self.config.null_shift_ns / 2
+            + ((u128::from(self.config.null_shift_ns) * u128::from(id)) >> 64) as Time
+    }
+
+    /// Whether the gap `(start, end)` of `node` is clean ([`TypicalDelay`]): the node made no
+    /// call in it whose answer came back in it. A gap holding more than [`MAX_CLEAN_SCAN`]
+    /// sends is taken as not clean.
+    fn clean(&self, node: u64, start: Time, end: Time) -> bool {
+        let Some(list) = self.departures.get(&node) else {
+            return true;
+        };
+        let i = partition_point_from_back(list, |d| d.send <= start);
+        for d in list.range(i..).take(MAX_CLEAN_SCAN) {
+            if d.send >= end {
+                return true;
+            }
+            if d.answer.is_some_and(|a| a.0 < end) {
+                return false;
+            }
+        }
+        list.len() - i <= MAX_CLEAN_SCAN
+    }
+
     /// Learns from a weighed send's candidates: their delays against the time-shifted null's
     /// (the causal densities), and the gaps from calls' answers to their tasks' replies.
     fn learn(&mut self, p: &Prep, candidates: &[Candidate]) {
@@ -1404,10 +1425,7 @@ impl Linker {
         if learned && p.answers.is_none() {
             // The same scan at a time shifted into the past, where no send is: what a
             // candidate of each type looks like when it is not the parent.
-            // Spread over half to one and a half times `null_shift_ns` by the message's id,
-            // so that a workload periodic in about the shift does not look caused.
-            let shift = self.config.null_shift_ns / 2
-                + ((u128::from(self.config.null_shift_ns) * u128::from(p.id)) >> 64) as Time;
+            let shift = self.null_shift(p.id);
             let first = self
                 .first_arrival
                 .get(&p.from)
@@ -1539,25 +1557,20 @@ impl Linker {
                 .max_by(|a, b| a.weight.total_cmp(&b.weight).then(b.delay.cmp(&a.delay))),
         };
         let task = p.answers.or_else(|| best.and_then(|c| c.task));
-        // A call: the tasks it might have come from but is not linked to may be missing it
-        // (those it gives under `LOST_MIN`: not enough to matter, nor a lookup).
-        if p.answers.is_none() {
-            for c in candidates
-                .iter()
-                .filter(|c| c.task != task && c.weight >= LOST_MIN)
-            {
-                if let Some(t) = c.task.and_then(|t| self.tasks.get_mut(&t)) {
-                    t.lost = (t.lost + c.weight as f32).min(1.0);
-                }
-            }
-        }
-        // A reply: how typical its delay after its task's latest message is, as far as the
-        // task may be missing a call (a reply slow for its own reasons, with no call of the
-        // node likely to have been its task's, is not untypical). Learned from the replies of
-        // tasks unlikely to be missing one: the others teach the delays of broken tasks.
+        // A reply: whether its task may be missing a call. Not if the gap from the task's
+        // latest message is clean; else as far as its delay is untypical of complete tasks.
         let typical = match (p.answers, best) {
-            (Some(t), Some(c)) if self.config.model == DelayModel::Learned => {
-                let lost = self.tasks.get(&t).map_or(0.0, |t| t.lost);
+            (Some(_), Some(c)) if self.config.model == DelayModel::Learned => {
+                let start = p.at.saturating_sub(c.delay);
+                let clean = self.clean(p.from, start, p.at);
+                // The same gap shifted into the past, where the node's own history is.
+                let shift = self.null_shift(p.id);
+                let first = self
+                    .first_arrival
+                    .get(&p.from)
+                    .map_or(p.at, |f| f.first_local);
+                let shifted_clean = (start > first.saturating_add(shift))
+                    .then(|| self.clean(p.from, start - shift, p.at - shift));
                 let memory = self.config.type_memory;
                 let d = density_at(
                     &mut self.typical,
@@ -1566,15 +1579,13 @@ impl Linker {
                     || TypicalDelay::new(memory),
                     |d| d.last_ns,
                 );
-                let r = if d.values() >= MATCH_SAMPLES {
-                    (d.relative(c.delay as f64) / TYPICAL_FLOOR).min(1.0)
-                } else {
+                let r = if clean || d.values() < MATCH_SAMPLES {
                     1.0
+                } else {
+                    (d.relative(c.delay as f64) / TYPICAL_FLOOR).min(1.0)
                 };
-                if lost < TYPICAL_LEARN_LOST {
-                    d.add(c.delay as f64, p.event_ns);
-                }
-                1.0 - (1.0 - r) * f64::from(lost)
+                d.observe(c.delay as f64, clean, shifted_clean, p.event_ns);
+                r
             }
             _ => 1.0,
         };
@@ -2443,7 +2454,7 @@ mod tests {
     }
 
     #[test]
-    fn a_reply_far_later_than_its_kind_is_untypical_if_its_task_may_have_lost_a_call() {
+    fn a_reply_far_later_than_its_kind_is_untypical_if_a_call_was_made_and_answered_in_its_gap() {
         const MS: Time = 1_000_000;
         // Requests from many clients to B (10.0.0.2:80), 10 ms apart: every other one answered
         // 1.0-1.2 ms later with no call, the others after a call to C (10.0.0.3:5432) sent
@@ -2480,8 +2491,9 @@ mod tests {
         // A slow reply, 30 ms after its request, with no call of B in between.
         let t = t0 + 4_000 * MS;
         let alone = task(&mut messages, t, 30 * MS, false);
-        // Two requests 0.3 ms apart and one call 5 ms after them: one of the two tasks made
-        // it, and the other, answered long after its request, may be the one that did.
+        // Two requests 0.3 ms apart and one call 5 ms after them, answered 1 ms later: one
+        // of the two tasks made it, and the other, whose gap holds the call and its answer
+        // and is far longer than a task of its kind's, may be the one that did.
         let t = t0 + 4_100 * MS;
         let first = task(&mut messages, t, 30 * MS, true);
         let second = task(&mut messages, t + 300_000, 10 * MS, false);
