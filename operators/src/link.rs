@@ -2504,6 +2504,51 @@ mod tests {
         assert!(a.min(b) < ONE * 9 / 10, "{a} {b}");
     }
 
+    /// A node that makes no calls can be missing none: however many of its replies a slow
+    /// reply's gap holds, the gap is clean (a scan cut short must not count as a call).
+    #[test]
+    fn a_slow_reply_of_a_node_that_makes_no_calls_keeps_its_weight_however_busy_it_is() {
+        const MS: Time = 1_000_000;
+        let mut messages = Vec::new();
+        let mut n = 0u64;
+        let mut task = |messages: &mut Vec<Message>, t: Time, reply_after: Time| {
+            n += 1;
+            let client = format!("10.1.{}.{}:{}", n / 200, n % 200 + 1, 40000 + n);
+            messages.push(msg(&client, "10.0.0.2:80", t - 100, t));
+            let reply = msg(
+                "10.0.0.2:80",
+                &client,
+                t + reply_after,
+                t + reply_after + 100,
+            );
+            messages.push(reply.clone());
+            message_id(&reply)
+        };
+        let t0 = 1_000 * MS;
+        // Quiet: replies 20 ms after their requests, which come 10 ms apart.
+        for i in 0..300u64 {
+            task(&mut messages, t0 + i * 10 * MS, 20 * MS);
+        }
+        // Busy: requests 0.1 ms apart, and one reply 60 ms after its request, its gap
+        // holding some 600 other replies (well over what a scan once stopped at).
+        let t1 = t0 + 3_100 * MS;
+        let mut slow = 0;
+        for i in 0..800u64 {
+            let id = task(
+                &mut messages,
+                t1 + i * MS / 10,
+                if i == 100 { 60 * MS } else { 20 * MS },
+            );
+            if i == 100 {
+                slow = id;
+            }
+        }
+        messages.sort_by_key(|m| m.send_ns);
+        let linked = run(messages);
+        let slow = linked.iter().find(|l| l.id == slow).expect("linked");
+        assert_eq!(slow.typical, ONE, "{slow:?}");
+    }
+
     #[test]
     fn a_call_belongs_to_the_request_it_is_nested_in_and_the_reply_ends_the_task() {
         const MS: Time = 1_000_000;
