@@ -198,8 +198,8 @@ fn fade<const N: usize>(increment: &mut f64, fade: f64, histograms: [&mut Histog
 /// links teach nothing. But a long gap is less often clean than a short one on a busy node,
 /// so each clean gap counts as many gaps as a window that long is rarely clean: how many
 /// windows of its length, shifted to a time where no reply is, were tested per clean one
-/// (one added to both counts; at most [`MAX_WEIGHT`]). The learned shape is thus that of complete tasks' delays, not
-/// biased towards the short ones.
+/// (one added to both counts; at most [`MAX_WEIGHT`]). The learned shape is thus that of
+/// complete tasks' delays, not biased towards the short ones.
 ///
 /// Bins, smoothing and fading as in [`DelayDensity`]. State: three arrays of [`BINS`] floats
 /// (clean gaps, shifted windows, clean shifted windows), freed by `link` when the type is
@@ -277,7 +277,9 @@ impl TypicalDelay {
             [&mut self.seen, &mut self.windows, &mut self.clean_windows],
         );
         self.since_refresh += 1;
-        if self.since_refresh >= 64 || self.peak <= 0.0 {
+        // While nothing clean was learned the histogram is empty and its peak stays 0: a
+        // type that is never clean costs no scan of the bins.
+        if self.since_refresh >= 64 || (self.peak <= 0.0 && self.values > 0.0) {
             self.since_refresh = 0;
             self.peak = (0..BINS).map(|b| self.seen.smoothed(b)).fold(0.0, f64::max);
         }

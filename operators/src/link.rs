@@ -48,12 +48,12 @@
 //!   node sent between the answer and the reply, whose answers came back before it). This
 //!   tells a task that answers right after the call from one that goes on calling, without
 //!   taking a task that goes on for one that has stopped; the gap densities learn the share
-//!   of each gap that is a direct reply. A reply carries whether its task as linked may be missing a call
-//!   ([`Linked::typical`]): not if no call of its node was made and answered between the
-//!   task's latest message and the reply (a *clean* gap); else as far as its delay is
-//!   untypical of the complete tasks of its type (learned from clean gaps, each weighed by
-//!   how rarely a window that long is clean, tested at a shifted time). `paths` weighs its
-//!   instances by it. On the generator's earlier "@45" traces (28
+//!   of each gap that is a direct reply. A reply carries whether its task as linked may be
+//!   missing a call ([`Linked::typical`]): not if no call of its node was made and answered
+//!   between the task's latest message and the reply (a *clean* gap); else as far as its
+//!   delay is untypical of the complete tasks of its type (learned from clean gaps, each
+//!   weighed by how rarely a window that long is clean, tested at a shifted time). `paths`
+//!   weighs its instances by it. On the generator's earlier "@45" traces (28
 //!   candidate parents per call by Project 5's measure) a web server's calls got their true
 //!   parent 37.4% of the time with the look-ahead, 30.4% without.
 //! - **Joint decision** (beyond WAP5 and Project 5, which decide each message on its own): a
@@ -105,10 +105,10 @@
 //!   lookup or two. A call in a match window is weighed once per round it takes part in
 //!   (most are decided in the first or second) and once more to learn from, plus its share of
 //!   the window's assignment (a shortest-path search per call, which ends at the first free
-//!   candidate it reaches). A reply looks at its task, and at its node's sends in its gap and in the gap
-//!   shifted (two binary searches; a scan up to the first call answered in it, at most
-//!   [`MAX_CLEAN_SCAN`] sends); a reply's departure updates the copies on
-//!   its task's arrivals (a binary search each). A call whose answer came back also looks at
+//!   candidate it reaches). A reply looks at its task, and at its node's sends in its gap
+//!   and in the gap shifted (a binary search each, and a scan up to the first call answered
+//!   in it, at most [`MAX_CLEAN_SCAN`] sends); a reply's departure updates the copies on its
+//!   task's arrivals (a binary search each). A call whose answer came back also looks at
 //!   the sends its node made between the answer and its candidates' latest reply (at most
 //!   64), once per weighing, and each candidate at those before its own task's reply.
 
@@ -1397,6 +1397,14 @@ impl Linker {
             + ((u128::from(self.config.null_shift_ns) * u128::from(id)) >> 64) as Time
     }
 
+    /// Where the arrivals of the sender of `p` begin (its time, if none came yet): what a
+    /// scan shifted into the past cannot see before.
+    fn first_local(&self, p: &Prep) -> Time {
+        self.first_arrival
+            .get(&p.from)
+            .map_or(p.at, |f| f.first_local)
+    }
+
     /// Whether the gap `(start, end)` of `node` is clean ([`TypicalDelay`]): the node made no
     /// call in it whose answer came back in it. A gap holding more than [`MAX_CLEAN_SCAN`]
     /// sends is taken as not clean.
@@ -1426,10 +1434,7 @@ impl Linker {
             // The same scan at a time shifted into the past, where no send is: what a
             // candidate of each type looks like when it is not the parent.
             let shift = self.null_shift(p.id);
-            let first = self
-                .first_arrival
-                .get(&p.from)
-                .map_or(p.at, |f| f.first_local);
+            let first = self.first_local(p);
             let null = &mut scratch.null;
             null.clear();
             // The longest delay both scans could see.
@@ -1565,10 +1570,7 @@ impl Linker {
                 let clean = self.clean(p.from, start, p.at);
                 // The same gap shifted into the past, where the node's own history is.
                 let shift = self.null_shift(p.id);
-                let first = self
-                    .first_arrival
-                    .get(&p.from)
-                    .map_or(p.at, |f| f.first_local);
+                let first = self.first_local(p);
                 let shifted_clean = (start > first.saturating_add(shift))
                     .then(|| self.clean(p.from, start - shift, p.at - shift));
                 let memory = self.config.type_memory;
@@ -2453,6 +2455,34 @@ mod tests {
         }
     }
 
+    /// Request `n` from its own client to B (10.0.0.2:80), received at `t`, and B's reply
+    /// `reply_after` later; with `call`, B calls C (10.0.0.3:5432) 5 ms after the request and
+    /// is answered 1 ms later. Returns the reply's id.
+    fn served_by_b(
+        messages: &mut Vec<Message>,
+        n: u64,
+        t: Time,
+        reply_after: Time,
+        call: bool,
+    ) -> u64 {
+        const MS: Time = 1_000_000;
+        let client = format!("10.1.{}.{}:{}", n / 200, n % 200 + 1, 40000 + n);
+        messages.push(msg(&client, "10.0.0.2:80", t - 100, t));
+        if call {
+            let port = format!("10.0.0.2:{}", 50000 + n);
+            messages.push(msg(&port, "10.0.0.3:5432", t + 5 * MS, t + 5 * MS + 100));
+            messages.push(msg("10.0.0.3:5432", &port, t + 6 * MS - 100, t + 6 * MS));
+        }
+        let reply = msg(
+            "10.0.0.2:80",
+            &client,
+            t + reply_after,
+            t + reply_after + 100,
+        );
+        messages.push(reply.clone());
+        message_id(&reply)
+    }
+
     #[test]
     fn a_reply_far_later_than_its_kind_is_untypical_if_a_call_was_made_and_answered_in_its_gap() {
         const MS: Time = 1_000_000;
@@ -2463,21 +2493,7 @@ mod tests {
         let mut n = 0u64;
         let mut task = |messages: &mut Vec<Message>, t: Time, reply_after: Time, call: bool| {
             n += 1;
-            let client = format!("10.1.{}.{}:{}", n / 200, n % 200 + 1, 40000 + n);
-            messages.push(msg(&client, "10.0.0.2:80", t - 100, t));
-            if call {
-                let port = format!("10.0.0.2:{}", 50000 + n);
-                messages.push(msg(&port, "10.0.0.3:5432", t + 5 * MS, t + 5 * MS + 100));
-                messages.push(msg("10.0.0.3:5432", &port, t + 6 * MS - 100, t + 6 * MS));
-            }
-            let reply = msg(
-                "10.0.0.2:80",
-                &client,
-                t + reply_after,
-                t + reply_after + 100,
-            );
-            messages.push(reply.clone());
-            message_id(&reply)
+            served_by_b(messages, n, t, reply_after, call)
         };
         let t0 = 1_000 * MS;
         for i in 0..400u64 {
@@ -2513,16 +2529,7 @@ mod tests {
         let mut n = 0u64;
         let mut task = |messages: &mut Vec<Message>, t: Time, reply_after: Time| {
             n += 1;
-            let client = format!("10.1.{}.{}:{}", n / 200, n % 200 + 1, 40000 + n);
-            messages.push(msg(&client, "10.0.0.2:80", t - 100, t));
-            let reply = msg(
-                "10.0.0.2:80",
-                &client,
-                t + reply_after,
-                t + reply_after + 100,
-            );
-            messages.push(reply.clone());
-            message_id(&reply)
+            served_by_b(messages, n, t, reply_after, false)
         };
         let t0 = 1_000 * MS;
         // Quiet: replies 20 ms after their requests, which come 10 ms apart.

@@ -15,9 +15,10 @@
 //!   factor `1 − q`), or otherwise *try-both*: two instances, one with and one without it,
 //!   while the root has try-both decisions left (`try_both`), after which the child's most
 //!   likely cause wins. An instance's probability is the product of its decisions (and of its
-//!   root's probability of being spontaneous), times how typical the delays of its replies
-//!   are ([`Linked::typical`]: beyond WAP5, an instance whose reply comes far later than its
-//!   kind's is missing a message, and counts that much less). An instance is final once its newest message is
+//!   root's probability of being spontaneous), times its replies' [`Linked::typical`]
+//!   (beyond WAP5: a reply far later than complete tasks of its kind, with a call of its node
+//!   made and answered in between, says the instance is missing that call, and the instance
+//!   counts that much less). An instance is final once its newest message is
 //!   `max_delay_ns` plus the lateness old (no child can still arrive), or once its root is
 //!   `max_path_ns` old; a root is judged just before the first message at or after that
 //!   time is taken in (messages are taken in event-time order), so that the outcome does not
