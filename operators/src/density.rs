@@ -172,9 +172,10 @@ impl DelayDensity {
     }
 }
 
-/// One step of fading: later values count `1/fade` times more (by `increment`); both
-/// histograms are rescaled before the increment grows too large.
-fn fade<const N: usize>(increment: &mut f64, fade: f64, histograms: [&mut Histogram; N]) {
+/// One step of fading: later values count `1/fade` times more (by `increment`); the
+/// histograms are rescaled before the increment grows too large. Returns the factor they
+/// were scaled by (1 if not), for what is kept in their units.
+fn fade<const N: usize>(increment: &mut f64, fade: f64, histograms: [&mut Histogram; N]) -> f64 {
     *increment /= fade;
     if *increment > 1e12 {
         let s = 1.0 / *increment;
@@ -182,7 +183,9 @@ fn fade<const N: usize>(increment: &mut f64, fade: f64, histograms: [&mut Histog
             h.scale(s);
         }
         *increment = 1.0;
+        return s;
     }
+    1.0
 }
 
 /// How typical a delay is of one link type, learned from the gaps known to be complete: the
@@ -271,7 +274,8 @@ impl TypicalDelay {
         } else {
             self.values *= self.fade;
         }
-        fade(
+        // The peak is in the histogram's units: scaled with it.
+        self.peak *= fade(
             &mut self.increment,
             self.fade,
             [&mut self.seen, &mut self.windows, &mut self.clean_windows],
@@ -438,6 +442,17 @@ mod tests {
         let (short, long) = (d.relative(1e6), d.relative(4e6));
         assert!(short > 0.8 && long > 0.8, "{short} {long}");
         assert_eq!(d.relative(2e6), 0.0);
+    }
+
+    /// The histograms are rescaled now and then (every 40 gaps here, remembering 2); the
+    /// most typical delay stays typical across it.
+    #[test]
+    fn a_typical_delay_stays_typical_when_the_histograms_are_rescaled() {
+        let mut d = TypicalDelay::new(2.0);
+        for i in 0..200u64 {
+            d.observe(1e6, true, Some(true), i);
+            assert!(d.relative(1e6) > 0.5, "after {i}: {}", d.relative(1e6));
+        }
     }
 
     #[test]
