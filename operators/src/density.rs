@@ -24,6 +24,10 @@
 //! has not been seen for its delay window. Cost: O(1) per value, O(bins) per refresh of the
 //! peak (every 64 steps).
 
+/// [`CausalDensity`]'s prior: the candidates, none of them parents, that every bin holds
+/// besides those seen.
+const PRIOR: f64 = 30.0;
+
 /// Number of bins: delays from 1 µs to e^(BINS · ln 1.05) µs (about 10 s).
 pub const BINS: usize = 330;
 /// Log of the bin ratio.
@@ -308,7 +312,12 @@ impl TypicalDelay {
 /// the first is the probability that a candidate of this type at this delay is the parent.
 /// Unlike [`DelayDensity`], nothing learned feeds back into what is learned, so a busy node
 /// cannot talk itself into the wrong delay; and a type that is often a candidate but never
-/// the parent learns that (no excess at any delay).
+/// the parent learns that (no excess at any delay). The excess is a small difference of two
+/// large counts on a busy node, so it needs a long memory (`link` gives these densities
+/// twenty times its others'), and a bin few candidates fell in is shrunk towards 0
+/// ([`PRIOR`]). `link` learns the gap from an answer to the reply it is the latest message
+/// of the same way, the reply standing for the send ([`CausalDensity::relative`]: how
+/// typical a reply's gap is).
 ///
 /// Bins, smoothing and fading as in [`DelayDensity`]. State: two arrays of [`BINS`] floats
 /// per type, freed by `link` when the type is unseen for its delay window. Cost: O(1) per
@@ -383,7 +392,8 @@ impl CausalDensity {
     }
 
     /// The probability that a candidate of this type with delay `delay_ns` is the parent:
-    /// the excess over the null's share of the candidates there. In `[0, 1]`.
+    /// the excess over the null's share of the candidates there, shrunk towards 0 where few were
+    /// seen (as if [`PRIOR`] more candidates, none a parent, were in every bin). In `[0, 1]`.
     pub fn probability(&self, delay_ns: f64) -> f64 {
         self.at_bin(bin(delay_ns))
     }
@@ -403,7 +413,10 @@ impl CausalDensity {
         if c <= 0.0 {
             return 0.0;
         }
-        ((c - self.null.smoothed(b)) / c).clamp(0.0, 1.0)
+        // A bin few candidates fell in says little: as if PRIOR more, none of them parents,
+        // were there (without it, one candidate against an empty null is probability 1,
+        // and such a bin set the peak that `relative` divides by).
+        ((c - self.null.smoothed(b)) / (c + PRIOR * self.increment)).clamp(0.0, 1.0)
     }
 }
 
@@ -568,6 +581,32 @@ mod tests {
             "{}",
             request.samples()
         );
+    }
+
+    /// A delay at which a type had a handful of candidates, none of them in the null, is not
+    /// taken for a sure parent: without the prior it had probability 1 and set the peak
+    /// that every other delay is judged against.
+    #[test]
+    fn a_delay_few_candidates_had_does_not_pass_for_the_most_typical() {
+        let mut d = CausalDensity::new(5000.0);
+        for i in 0..20_000u64 {
+            // Every send: its parent 2 ms back, and twenty other candidates spread over 0-10
+            // ms, found alike at the shifted time.
+            d.add_candidate(2.0e6, 1.0);
+            for k in 0..20 {
+                let x = ((i * 7 + k * 13) % 100) as f64 * 1e5 + 5e4;
+                d.add_candidate(x, 1.0);
+                d.add_null(x, 1.0);
+            }
+            // Once in 2,000 sends, a candidate 300 ms back that the null never had.
+            if i % 2000 == 0 {
+                d.add_candidate(3.0e8, 1.0);
+            }
+            d.step(i);
+        }
+        assert!(d.probability(3.0e8) < 0.1, "{}", d.probability(3.0e8));
+        assert!(d.relative(2.0e6) > 0.95, "{}", d.relative(2.0e6));
+        assert!(d.relative(6.0e6) < 0.1, "{}", d.relative(6.0e6));
     }
 
     #[test]
