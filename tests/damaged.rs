@@ -315,7 +315,7 @@ fn files_that_are_not_inputs_fail_with_one_line() {
             "not a pcap, pcapng, message-trace or `ss -tin` log file",
         ),
         (dir.join("does-not-exist.pcap"), "No such file"),
-        (dir.clone(), "is a directory"),
+        (dir.to_path_buf(), "is a directory"),
     ];
     for (path, expect) in cases {
         let run = stats(&path);

@@ -233,7 +233,8 @@ fn clock_offsets_and_nat_leave_the_patterns_unchanged() {
 /// clock offsets, where messages come out of reconciliation up to its window late.
 #[test]
 fn patterns_do_not_depend_on_workers_or_timing() {
-    let (_, names, csv) = multi_tier_trace("paths-deterministic", 30_000, &["--parallelism", "5"]);
+    let (_dir, names, csv) =
+        multi_tier_trace("paths-deterministic", 30_000, &["--parallelism", "5"]);
     let run = |workers: &str| {
         let records = causeway_jsonl(&[
             "analyze",
@@ -344,7 +345,7 @@ fn a_read_ahead_below_the_hold_back_costs_a_stall_not_the_run() {
 /// inputs brings both back.
 #[test]
 fn only_message_traces_skip_the_reconciliation_wait() {
-    let (_, names, csv) = multi_tier_trace("paths-trace-wait", 5_000, &["--parallelism", "5"]);
+    let (_dir, names, csv) = multi_tier_trace("paths-trace-wait", 5_000, &["--parallelism", "5"]);
     let pcaps = scratch("paths-trace-wait-pcap");
     generate(&pcaps, &["--preset", "multi-tier", "--messages", "500"]);
     let pcap = pcaps_in(&pcaps).remove(0);
@@ -372,7 +373,7 @@ fn only_message_traces_skip_the_reconciliation_wait() {
 /// beyond it are evicted and retracted, and the busiest patterns are kept whole.
 #[test]
 fn pattern_memory_bounds_the_table_and_keeps_the_busiest_patterns() {
-    let (_, names, csv) = multi_tier_trace("paths-memory", 20_000, &[]);
+    let (_dir, names, csv) = multi_tier_trace("paths-memory", 20_000, &[]);
     let run = |memory: &str| {
         let out = std::process::Command::new(bin())
             .args(["analyze", "--format", "jsonl", "--emit", "patterns"])
@@ -434,7 +435,7 @@ fn pattern_memory_bounds_the_table_and_keeps_the_busiest_patterns() {
 /// the patterns with real weight keep exactly the same totals.
 #[test]
 fn min_expected_drops_improbable_patterns_once_out_of_the_window() {
-    let (_, names, csv) = multi_tier_trace("paths-noise", 20_000, &[]);
+    let (_dir, names, csv) = multi_tier_trace("paths-noise", 20_000, &[]);
     let run = |floor: &str| {
         causeway_jsonl(&[
             "analyze",

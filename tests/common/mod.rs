@@ -70,12 +70,40 @@ pub fn final_patterns(records: &[serde_json::Value]) -> Vec<(String, u64, f64)> 
     v
 }
 
-/// A fresh directory under the target's temporary area.
-pub fn scratch(name: &str) -> PathBuf {
+/// A fresh directory under the system's temporary area, removed when the returned guard
+/// goes out of scope, unless the test is failing (then it stays for a look; its path names
+/// the test and the process).
+pub fn scratch(name: &str) -> Scratch {
     let dir = std::env::temp_dir().join(format!("causeway-test-{}-{}", name, std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    dir
+    Scratch(dir)
+}
+
+/// A test's scratch directory ([`scratch`]); derefs to its path.
+#[derive(Debug)]
+pub struct Scratch(PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
 }
 
 /// Whether system tests should run; panics (fails the test) when a tool is missing unless the
@@ -407,9 +435,9 @@ impl Drop for Netns {
 }
 
 /// A generated multi-tier message trace: `messages` messages (and `extra` generate
-/// arguments), in a fresh scratch directory `name`. Returns the directory, its names file and
-/// its trace.
-pub fn multi_tier_trace(name: &str, messages: u32, extra: &[&str]) -> (PathBuf, String, String) {
+/// arguments), in a fresh scratch directory `name`. Returns the directory (bind it: it is
+/// removed when dropped), its names file and its trace.
+pub fn multi_tier_trace(name: &str, messages: u32, extra: &[&str]) -> (Scratch, String, String) {
     let dir = scratch(name);
     let count = messages.to_string();
     let mut args = vec![

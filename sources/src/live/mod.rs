@@ -725,7 +725,9 @@ mod imp {
                 let mut again = Batch::default();
                 while replay.read_batch(64, &mut again) {}
                 assert_eq!(again.packets, packets, "{interface}: replayed file");
-                std::fs::remove_file(&file).ok();
+                if let Some(dir) = file.parent() {
+                    std::fs::remove_dir_all(dir).ok();
+                }
             }
         }
     }
