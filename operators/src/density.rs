@@ -315,9 +315,7 @@ impl TypicalDelay {
 /// the parent learns that (no excess at any delay). The excess is a small difference of two
 /// large counts on a busy node, so it needs a long memory (`link` gives these densities
 /// twenty times its others'), and a bin few candidates fell in is shrunk towards 0
-/// ([`PRIOR`]). `link` learns the gap from an answer to the reply it is the latest message
-/// of the same way, the reply standing for the send ([`CausalDensity::relative`]: how
-/// typical a reply's gap is).
+/// (`PRIOR`: 30).
 ///
 /// Bins, smoothing and fading as in [`DelayDensity`]. State: two arrays of [`BINS`] floats
 /// per type, freed by `link` when the type is unseen for its delay window. Cost: O(1) per
@@ -393,7 +391,7 @@ impl CausalDensity {
 
     /// The probability that a candidate of this type with delay `delay_ns` is the parent:
     /// the excess over the null's share of the candidates there, shrunk towards 0 where few were
-    /// seen (as if [`PRIOR`] more candidates, none a parent, were in every bin). In `[0, 1]`.
+    /// seen (as if `PRIOR` (30) more candidates, none a parent, were in every bin). In `[0, 1]`.
     pub fn probability(&self, delay_ns: f64) -> f64 {
         self.at_bin(bin(delay_ns))
     }

@@ -107,7 +107,7 @@
 //!   the window's assignment (a shortest-path search per call, which ends at the first free
 //!   candidate it reaches). A reply looks at its task, and at its node's sends in its gap
 //!   and in the gap shifted (a binary search each, and a scan up to the first call answered
-//!   in it, at most [`MAX_CLEAN_SCAN`] sends); a reply's departure updates the copies on its
+//!   in it, at most `MAX_CLEAN_SCAN`, 1,024, sends); a reply's departure updates the copies on its
 //!   task's arrivals (a binary search each). A call whose answer came back also looks at
 //!   the sends its node made between the answer and its candidates' latest reply (at most
 //!   64), once per weighing, and each candidate at those before its own task's reply.

@@ -673,6 +673,7 @@ mod imp {
                 Ok(r) => r,
                 Err(e @ LiveError::Permission { .. }) => {
                     eprintln!("skipping live capture test: {e}");
+                    std::fs::remove_dir_all(&dir).ok();
                     return None;
                 }
                 Err(e) => panic!("{e}"),
