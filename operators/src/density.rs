@@ -85,6 +85,13 @@ impl Histogram {
         s / 9.0
     }
 
+    /// The weight in bins `b − 2` to `b + 2`, unweighted.
+    fn window(&self, b: usize) -> f64 {
+        let lo = b.saturating_sub(2);
+        let hi = (b + 3).min(self.bins.len());
+        self.bins[lo..hi].iter().map(|v| f64::from(*v)).sum()
+    }
+
     /// The share of the weight in bin `b`, smoothed.
     fn share(&self, b: usize) -> f64 {
         if self.total <= 0.0 {
@@ -406,6 +413,22 @@ impl CausalDensity {
         (self.probability(delay_ns) / self.peak).min(1.0)
     }
 
+    /// Whether the excess at `delay_ns` (over ±2 bins) stands out of chance: its share of
+    /// the candidates there (1 where the null has none) and its z-score (the excess over the
+    /// standard deviation of the difference of two Poisson counts). A delay no parent takes
+    /// has a share and a z-score near 0 however many candidates it has; one that parents
+    /// take has either a large share (few other candidates there) or a large z-score (many
+    /// samples).
+    pub fn excess(&self, delay_ns: f64) -> (f64, f64) {
+        let b = bin(delay_ns);
+        let c = self.candidates.window(b) / self.increment;
+        let n = self.null.window(b) / self.increment;
+        if c <= 0.0 {
+            return (0.0, 0.0);
+        }
+        ((c - n) / c, (c - n) / (c + n).sqrt())
+    }
+
     fn at_bin(&self, b: usize) -> f64 {
         let c = self.candidates.smoothed(b);
         if c <= 0.0 {
@@ -421,6 +444,30 @@ impl CausalDensity {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Replies on a busy node: before each, one parent 1 ms back and ten other answers spread
+    /// over 0-20 ms, at both the reply and its shifted time. The excess at 1 ms stands out;
+    /// at 5 ms, where only chance puts answers, it does not, however many were seen.
+    #[test]
+    fn the_excess_stands_out_where_parents_are_and_not_where_chance_alone_puts_candidates() {
+        let mut d = CausalDensity::new(20_000.0);
+        for i in 0..5_000u64 {
+            d.add_candidate(1e6, 1.0);
+            for k in 0..10u64 {
+                // The same spread of chance candidates at both times, shifted a little per
+                // reply so that every bin gets some.
+                let at = ((k * 2_000_000 + i * 7_919) % 20_000_000) as f64 + 100_000.0;
+                d.add_candidate(at, 1.0);
+                d.add_null(at, 1.0);
+            }
+            d.step(i);
+        }
+        let (share, z) = d.excess(1e6);
+        assert!(share > 0.5 && z > 10.0, "{share} {z}");
+        let (share, z) = d.excess(5e6);
+        assert!(share.abs() < 0.01 && z.abs() < 1.0, "{share} {z}");
+        assert_eq!(d.excess(60e6), (0.0, 0.0), "nothing seen there");
+    }
 
     #[test]
     fn a_typical_delay_is_one_at_the_peak_and_nothing_where_none_was_seen() {

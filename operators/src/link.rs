@@ -52,7 +52,10 @@
 //!   missing a call ([`Linked::typical`]): not if no call of its node was made and answered
 //!   between the task's latest message and the reply (a *clean* gap); else as far as its
 //!   delay is untypical of the complete tasks of its type (learned from clean gaps, each
-//!   weighed by how rarely a window that long is clean, tested at a shifted time). `paths`
+//!   weighed by how rarely a window that long is clean, tested at a shifted time), and, if
+//!   its task's latest message is an answer to a call that was in doubt, as far as its gap is
+//!   evidence against that call ([`Linker::reply_gap`]: the gaps learned against the
+//!   time-shifted null, not from the links, per reply type and number of calls). `paths`
 //!   weighs its instances by it. On the generator's earlier "@45" traces (28
 //!   candidate parents per call by Project 5's measure) a web server's calls got their true
 //!   parent 37.4% of the time with the look-ahead, 30.4% without.
@@ -90,7 +93,9 @@
 //!   estimate's buckets over `delay_window_ns`; per node its sends of the last `2·(x +
 //!   lateness)`, each with its answer; per link type its delay and gap densities (dropped
 //!   when the type is unseen for `delay_window_ns`), and per reply type its clean gaps and
-//!   shifted windows (likewise); the endpoints' port evidence
+//!   shifted windows (likewise), and per reply type and number of calls its learned gaps
+//!   after answers (likewise); per node its answers of the last `2·(x + lateness)`; the
+//!   endpoints' port evidence
 //!   ([`Ports`]), forgotten after `idle_ns`. All but the densities and ports are freed as the
 //!   frontier passes them by `2·(x + lateness)`. A density or delay estimate unseen for
 //!   `delay_window_ns`, and a node's first-arrival time after a lull, are forgotten when next
@@ -110,7 +115,9 @@
 //!   in it, at most `MAX_CLEAN_SCAN`, 1,024, sends); a reply's departure updates the copies on its
 //!   task's arrivals (a binary search each). A call whose answer came back also looks at
 //!   the sends its node made between the answer and its candidates' latest reply (at most
-//!   64), once per weighing, and each candidate at those before its own task's reply.
+//!   64), once per weighing, and each candidate at those before its own task's reply. A
+//!   reply after an answer to a call in doubt scans its node's answers of the 100 ms before
+//!   it and before its shifted time (at most 64 of the kind each).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -185,8 +192,9 @@ pub struct LinkConfig {
     /// The gap densities and typical reply delays remember about this many messages of their
     /// link type.
     pub type_memory: f64,
-    /// The causal delay densities, learned against the time-shifted null
-    /// ([`CausalDensity`]), remember about this many sends of their type: unbiased, but each
+    /// The causal delay densities, and the gaps from answers to replies, learned against the
+    /// time-shifted null ([`CausalDensity`]), remember about this many sends or replies of
+    /// their type: unbiased, but each
     /// the small difference of two large counts on a busy node, they need more than the
     /// others (at Project 5's parallelism 45, 1,000 left the report paths outranked by wrong
     /// ones and their delays 31.7% off).
@@ -479,6 +487,12 @@ struct Linker {
     causal: FastMap<u64, CausalDensity>,
     /// Learned delays of replies after their task's latest message, per link type.
     typical: FastMap<u64, TypicalDelay>,
+    /// Learned gaps from answers to the replies they are the latest message of, per the
+    /// reply's link type, against the time-shifted null ([`Linker::reply_gap`]).
+    reply_gaps: FastMap<u64, CausalDensity>,
+    /// Per node, the answers it received, by receive time (its clock): (receive time, event
+    /// time, the sender as link types name it).
+    answers: FastMap<u64, VecDeque<(Time, Time, u64)>>,
     /// Per node: where its arrivals begin, so that the null scan, which cannot see before
     /// that, is compared with what the scan at the send sees after it.
     first_arrival: FastMap<u64, FirstArrival>,
@@ -639,6 +653,10 @@ struct Task {
     /// The request and the answers to the calls made for it: (receive time, id, the
     /// sender's key in link types, whether a request), by receive time.
     arrivals: TaskArrivals,
+    /// Its latest call so far: (send time, the probability `link` gave its cause).
+    latest_call: Option<(Time, f32)>,
+    /// How many calls were given to it so far.
+    calls: u8,
 }
 
 /// A task's arrivals: (receive time, id, the sender's key in link types, whether a request),
@@ -815,6 +833,22 @@ const MATCH_SAMPLES: f64 = 100.0;
 /// instances down.
 pub const TYPICAL_FLOOR: f64 = 0.02;
 
+/// A reply's gap after an answer is typical ([`Linker::reply_gap`]) where the excess of such
+/// answers at that gap before replies of its type is at least this share of them...
+const REPLY_GAP_SHARE: f64 = 0.5;
+/// ... or stands this many standard deviations out of chance (2 did better than 3 and 4 on
+/// Project 5's multi-tier trace at parallelism 45; at 1.6 and 5, 2 and 4 left every figure
+/// as it was without the test).
+const REPLY_GAP_Z: f64 = 2.0;
+/// A reply's gaps are learned from the answers of its kind at most this long before it (and
+/// before its shifted time); a longer gap is not judged...
+const REPLY_GAP_BACK_NS: Time = 100_000_000;
+/// ... and from at most this many of them.
+const MAX_REPLY_GAP_SCAN: usize = 64;
+/// Only replies whose task's latest call was given to it with less than this probability
+/// are judged by their gaps, and learned from.
+const REPLY_GAP_DOUBT: f64 = 0.9;
+
 /// A gap is tested for being clean ([`Linker::clean`]) over at most this many of its
 /// node's sends; a gap holding more is taken as not clean.
 const MAX_CLEAN_SCAN: usize = 1024;
@@ -964,6 +998,9 @@ impl Linker {
         c.recvs
             .insert(a.local_ns, a.event_ns, (a.id, a.request, a.kind_from));
         if !a.request {
+            let list = self.answers.entry(a.to).or_default();
+            let i = partition_point_from_back(list, |x| x.0 <= a.local_ns);
+            list.insert(i, (a.local_ns, a.event_ns, a.kind_from));
             // The answer to the node's latest send on the connection before it.
             if let Some((s, _)) = c.sends.before(a.local_ns, false) {
                 if let Some(list) = self.departures.get_mut(&a.to) {
@@ -988,6 +1025,8 @@ impl Linker {
                     reply_ns,
                     served: endpoint_key(&a.dst_endpoint),
                     arrivals: smallvec::smallvec![entry],
+                    latest_call: None,
+                    calls: 0,
                 },
             );
             let list = &mut self.node_tasks.entry(a.to).or_default().list;
@@ -1036,6 +1075,12 @@ impl Linker {
                 !list.is_empty()
             });
         }
+        self.answers.retain(|_, list| {
+            while list.front().is_some_and(|a| a.1 < before) {
+                list.pop_front();
+            }
+            !list.is_empty()
+        });
         self.departures.retain(|_, list| {
             while list.front().is_some_and(|d| d.event_ns < before) {
                 list.pop_front();
@@ -1066,6 +1111,8 @@ impl Linker {
             .retain(|_, d| !stale(d.last_ns, window, linked));
         self.causal.retain(|_, d| !stale(d.last_ns, window, linked));
         self.typical
+            .retain(|_, d| !stale(d.last_ns, window, linked));
+        self.reply_gaps
             .retain(|_, d| !stale(d.last_ns, window, linked));
         if now.saturating_sub(self.last_expiry) >= crate::ports::EXPIRY_EVERY_NS {
             self.ports.expire(now.saturating_sub(self.config.idle_ns));
@@ -1538,7 +1585,7 @@ impl Linker {
             smallest,
         }) = weighed
         else {
-            self.set_task(p.from, p.conn, p.send_ns, p.answers);
+            self.set_task(p.from, p.conn, p.send_ns, p.answers, None);
             return p.root(m);
         };
         let window = self.config.delay_window_ns;
@@ -1595,17 +1642,26 @@ impl Linker {
                     (d.relative(c.delay as f64) / TYPICAL_FLOOR).min(1.0)
                 };
                 d.observe(c.delay as f64, clean, shifted_clean, p.event_ns);
-                r
+                // And, after an answer, as far as its gap is evidence against the task's
+                // latest call: a clean gap after another task's answer (the call given to
+                // the wrong task) is still one that such replies do not take.
+                r.min(self.reply_gap(p, c))
             }
             _ => 1.0,
         };
+        // A call's: how likely its cause is against its other candidates (not against its
+        // being spontaneous).
+        let weight = best.filter(|_| p.answers.is_none()).map(|c| {
+            let all: f64 = candidates.iter().map(|c| c.weight).sum();
+            if all > 0.0 { c.weight / all } else { 1.0 }
+        });
         let best = best.map(|c| c.id);
         if let Some(b) = best {
             let e = self.caused.entry(b).or_insert((0, p.event_ns, p.event_ns));
             e.0 += 1;
             e.2 = e.2.max(p.event_ns);
         }
-        self.set_task(p.from, p.conn, p.send_ns, task);
+        self.set_task(p.from, p.conn, p.send_ns, task, weight);
         let min = self.config.min_probability;
         let parents = candidates
             .iter()
@@ -1622,6 +1678,92 @@ impl Linker {
             keys: (p.from, p.to),
             typical: to_prob(typical),
         }
+    }
+
+    /// How much the gap of reply `p` after `latest`, its task's latest message, leaves of
+    /// its instances, if `latest` is an answer (1 otherwise, and while the reply's type has
+    /// fewer than [`MATCH_SAMPLES`] replies); then learns from `p`.
+    ///
+    /// The gaps are learned per reply type and number of calls its task made (a task that
+    /// queried twice replies after its second answer as no task that queried once does),
+    /// against the time-shifted null ([`CausalDensity`]): before each reply, the answers of
+    /// its task's latest answer's kind that its node received, and the same before a time
+    /// shifted into the past. Whichever answer is the reply's cause, the excess at a gap is
+    /// what such answers add there; it is learned from what the node received, not from the
+    /// links, so that tasks given other tasks' answers cannot teach their gaps (the gap
+    /// densities of the end fit learn from the links, and did). A gap is typical, `t = 1`,
+    /// where the excess is at least [`REPLY_GAP_SHARE`] of the candidates or stands
+    /// [`REPLY_GAP_Z`] standard deviations out of chance, and less in proportion (at least
+    /// [`TYPICAL_FLOOR`]). That is evidence about the task's latest call, against the other
+    /// tasks it might have been given to (taken as typical), as likely as `link` found them
+    /// (`w`): the instance counts `t / (w·t + 1 − w)`. A call that was hard to place loses
+    /// its task's instances to an untypical gap; one that was not keeps them (a rare
+    /// pattern's gap shows little excess on a busy node, but its calls are not in doubt).
+    fn reply_gap(&mut self, p: &Prep, latest: &Candidate) -> f64 {
+        let Some(task) = p.answers.and_then(|t| self.tasks.get(&t)) else {
+            return 1.0;
+        };
+        let i = task.arrivals.partition_point(|a| a.0 <= p.at);
+        let Some(from) = i
+            .checked_sub(1)
+            .map(|i| task.arrivals[i])
+            .filter(|a| !a.3 && a.1 == latest.id)
+            .map(|a| a.2)
+        else {
+            return 1.0;
+        };
+        let w = task.latest_call.map_or(1.0, |(_, w)| f64::from(w));
+        if latest.delay > REPLY_GAP_BACK_NS || w >= REPLY_GAP_DOUBT {
+            return 1.0;
+        }
+        let kind = FixedState::with_seed(0x7368_6170).hash_one((latest.kind, task.calls.min(4)));
+        let window = self.config.delay_window_ns;
+        let typical = match self
+            .reply_gaps
+            .get(&kind)
+            .filter(|d| d.samples() >= MATCH_SAMPLES && !stale(d.last_ns, window, p.event_ns))
+        {
+            Some(d) => {
+                let (share, z) = d.excess(latest.delay as f64);
+                let t = (share / REPLY_GAP_SHARE)
+                    .max(z / REPLY_GAP_Z)
+                    .clamp(TYPICAL_FLOOR, 1.0);
+                t / (w * t + 1.0 - w)
+            }
+            None => 1.0,
+        };
+        // Learn: the answers of that kind before the reply, and before the shifted time
+        // (only gaps the shifted scan could see are compared).
+        let shift = self.null_shift(p.id);
+        let first = self.first_local(p);
+        if p.at > shift && p.at - shift > first {
+            let seen_back = (p.at - shift - first).min(REPLY_GAP_BACK_NS);
+            let memory = self.config.causal_memory;
+            let d = causal_at(&mut self.reply_gaps, kind, (window, p.event_ns), memory);
+            if let Some(list) = self.answers.get(&p.from) {
+                for (at, null) in [(p.at, false), (p.at - shift, true)] {
+                    let end = partition_point_from_back(list, |a| a.0 < at);
+                    let mut found = 0;
+                    for &(a, _, kind_from) in list.range(..end).rev() {
+                        let gap = at - a;
+                        if gap > seen_back || found == MAX_REPLY_GAP_SCAN {
+                            break;
+                        }
+                        if kind_from != from {
+                            continue;
+                        }
+                        found += 1;
+                        if null {
+                            d.add_null(gap as f64, 1.0);
+                        } else {
+                            d.add_candidate(gap as f64, 1.0);
+                        }
+                    }
+                }
+            }
+            d.step(p.event_ns);
+        }
+        typical
     }
 
     /// Learns from a send decided already, weighed again as of its time.
@@ -1959,10 +2101,23 @@ impl Linker {
     }
 
     /// Records the task of the send by `node` on `conn` at `send`.
-    fn set_task(&mut self, node: u64, conn: u64, send: Option<Time>, task: Option<u64>) {
+    fn set_task(
+        &mut self,
+        node: u64,
+        conn: u64,
+        send: Option<Time>,
+        task: Option<u64>,
+        call_weight: Option<f64>,
+    ) {
         let (Some(s), Some(task)) = (send, task) else {
             return;
         };
+        if let (Some(t), Some(w)) = (self.tasks.get_mut(&task), call_weight) {
+            t.calls = t.calls.saturating_add(1);
+            if t.latest_call.is_none_or(|(at, _)| at <= s) {
+                t.latest_call = Some((s, w as f32));
+            }
+        }
         let Some(log) = self.conns.get_mut(&(node, conn)).map(|c| &mut c.sends) else {
             return;
         };
@@ -2139,6 +2294,8 @@ impl<'scope> Link<'scope> for MessageStream<'scope> {
                     departures: FastMap::default(),
                     causal: FastMap::default(),
                     typical: FastMap::default(),
+                    reply_gaps: FastMap::default(),
+                    answers: FastMap::default(),
                     first_arrival: FastMap::default(),
                     tasks: FastMap::default(),
                     caused: FastMap::default(),
