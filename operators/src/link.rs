@@ -2685,6 +2685,52 @@ mod tests {
         assert!(a.min(b) < ONE * 9 / 10, "{a} {b}");
     }
 
+    /// Two requests to B, 0.1 ms apart, each calling C 5 ms later: either call may be either
+    /// request's. At a node where every reply comes 1 ms after its task's answer, both
+    /// replies come 5 ms after: evidence against the calls as given, and their instances
+    /// count less. The same gap after a call no other request could have made is no such
+    /// evidence.
+    #[test]
+    fn a_reply_long_after_an_answer_of_a_call_in_doubt_counts_less_and_one_not_in_doubt_does_not() {
+        const MS: Time = 1_000_000;
+        let mut messages = Vec::new();
+        let mut n = 0u64;
+        // A request at `t`, a call `call_at` later answered 1 ms after, the reply `gap`
+        // after the answer.
+        let mut task = |messages: &mut Vec<Message>, t: Time, call_at: Time, gap: Time| {
+            n += 1;
+            let client = format!("10.1.{}.{}:{}", n / 200, n % 200 + 1, 40000 + n);
+            let port = format!("10.0.0.2:{}", 50000 + n);
+            let answer = t + call_at + MS;
+            messages.push(msg(&client, "10.0.0.2:80", t - 100, t));
+            messages.push(msg(&port, "10.0.0.3:5432", t + call_at, t + call_at + 100));
+            messages.push(msg("10.0.0.3:5432", &port, answer - 100, answer));
+            let reply = msg("10.0.0.2:80", &client, answer + gap, answer + gap + 100);
+            messages.push(reply.clone());
+            message_id(&reply)
+        };
+        let t0 = 1_000 * MS;
+        // Pairs of requests 0.1 ms apart, 20 ms between pairs, each replied to 1 ms after
+        // its answer.
+        for i in 0..400u64 {
+            let t = t0 + i * 20 * MS;
+            task(&mut messages, t, 5 * MS, MS);
+            task(&mut messages, t + MS / 10, 5 * MS, MS);
+        }
+        // A pair whose replies come 5 ms after their answers.
+        let t = t0 + 8_000 * MS;
+        let first = task(&mut messages, t, 5 * MS, 5 * MS);
+        let second = task(&mut messages, t + MS / 10, 5 * MS, 5 * MS);
+        // A lone request, its reply 5 ms after its answer.
+        let alone = task(&mut messages, t + 100 * MS, 5 * MS, 5 * MS);
+        messages.sort_by_key(|m| m.send_ns);
+        let linked = run(messages);
+        let typical = |id: u64| linked.iter().find(|l| l.id == id).expect("linked").typical;
+        let (a, b) = (typical(first), typical(second));
+        assert!(a < ONE / 2 && b < ONE / 2, "{a} {b}");
+        assert_eq!(typical(alone), ONE);
+    }
+
     /// A node that makes no calls can be missing none: however many of its replies a slow
     /// reply's gap holds, the gap is clean (a scan cut short must not count as a call).
     #[test]
