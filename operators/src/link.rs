@@ -1602,7 +1602,8 @@ impl Linker {
             self.learn(p, candidates);
         }
         let estimate = self.estimates.entry((p.from, p.to)).or_default();
-        if candidates.iter().map(|c| c.weight).sum::<f64>() > 0.0 {
+        let total: f64 = candidates.iter().map(|c| c.weight).sum();
+        if total > 0.0 {
             let b = estimate.bucket(p.event_ns, width, window);
             for c in candidates.iter() {
                 b.3 += c.weight * c.delay as f64;
@@ -1651,10 +1652,9 @@ impl Linker {
         };
         // A call's: how likely its cause is against its other candidates (not against its
         // being spontaneous).
-        let weight = best.filter(|_| p.answers.is_none()).map(|c| {
-            let all: f64 = candidates.iter().map(|c| c.weight).sum();
-            if all > 0.0 { c.weight / all } else { 1.0 }
-        });
+        let weight = best
+            .filter(|_| p.answers.is_none())
+            .map(|c| if total > 0.0 { c.weight / total } else { 1.0 });
         let best = best.map(|c| c.id);
         if let Some(b) = best {
             let e = self.caused.entry(b).or_insert((0, p.event_ns, p.event_ns));
@@ -2695,34 +2695,26 @@ mod tests {
         const MS: Time = 1_000_000;
         let mut messages = Vec::new();
         let mut n = 0u64;
-        // A request at `t`, a call `call_at` later answered 1 ms after, the reply `gap`
-        // after the answer.
-        let mut task = |messages: &mut Vec<Message>, t: Time, call_at: Time, gap: Time| {
+        // A request at `t`, its call 5 ms later answered 1 ms after, the reply `gap` after
+        // the answer.
+        let mut task = |messages: &mut Vec<Message>, t: Time, gap: Time| {
             n += 1;
-            let client = format!("10.1.{}.{}:{}", n / 200, n % 200 + 1, 40000 + n);
-            let port = format!("10.0.0.2:{}", 50000 + n);
-            let answer = t + call_at + MS;
-            messages.push(msg(&client, "10.0.0.2:80", t - 100, t));
-            messages.push(msg(&port, "10.0.0.3:5432", t + call_at, t + call_at + 100));
-            messages.push(msg("10.0.0.3:5432", &port, answer - 100, answer));
-            let reply = msg("10.0.0.2:80", &client, answer + gap, answer + gap + 100);
-            messages.push(reply.clone());
-            message_id(&reply)
+            served_by_b(messages, n, t, 6 * MS + gap, true)
         };
         let t0 = 1_000 * MS;
         // Pairs of requests 0.1 ms apart, 20 ms between pairs, each replied to 1 ms after
         // its answer.
         for i in 0..400u64 {
             let t = t0 + i * 20 * MS;
-            task(&mut messages, t, 5 * MS, MS);
-            task(&mut messages, t + MS / 10, 5 * MS, MS);
+            task(&mut messages, t, MS);
+            task(&mut messages, t + MS / 10, MS);
         }
         // A pair whose replies come 5 ms after their answers.
         let t = t0 + 8_000 * MS;
-        let first = task(&mut messages, t, 5 * MS, 5 * MS);
-        let second = task(&mut messages, t + MS / 10, 5 * MS, 5 * MS);
+        let first = task(&mut messages, t, 5 * MS);
+        let second = task(&mut messages, t + MS / 10, 5 * MS);
         // A lone request, its reply 5 ms after its answer.
-        let alone = task(&mut messages, t + 100 * MS, 5 * MS, 5 * MS);
+        let alone = task(&mut messages, t + 100 * MS, 5 * MS);
         messages.sort_by_key(|m| m.send_ns);
         let linked = run(messages);
         let typical = |id: u64| linked.iter().find(|l| l.id == id).expect("linked").typical;
