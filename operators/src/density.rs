@@ -228,6 +228,11 @@ pub struct TypicalDelay {
     clean_windows: Histogram,
     /// Clean gaps seen (faded).
     values: f64,
+    /// Gaps seen, clean or not, whose shifted window was tested (faded).
+    tested: f64,
+    /// Clean gaps those would have had if they were clean as often as shifted windows of
+    /// their lengths were (faded).
+    expected_clean: f64,
     increment: f64,
     fade: f64,
     /// The largest smoothed bin, as of the last refresh.
@@ -249,6 +254,8 @@ impl TypicalDelay {
             windows: Histogram::new(),
             clean_windows: Histogram::new(),
             values: 0.0,
+            tested: 0.0,
+            expected_clean: 0.0,
             increment: 1.0,
             fade: 1.0 - 1.0 / memory.max(2.0),
             peak: 0.0,
@@ -268,11 +275,19 @@ impl TypicalDelay {
     pub fn observe(&mut self, delay_ns: f64, clean: bool, shifted_clean: Option<bool>, t: u64) {
         self.last_ns = t;
         let b = bin(delay_ns);
+        self.tested *= self.fade;
+        self.expected_clean *= self.fade;
         if let Some(shifted_clean) = shifted_clean {
             self.windows.add(b, self.increment);
             if shifted_clean {
                 self.clean_windows.add(b, self.increment);
             }
+            // The chance that a window this long is clean, as counts (one clean in two
+            // added: a length with little evidence yet counts as clean half the time).
+            let n = self.windows.smoothed(b) / self.increment;
+            let u = self.clean_windows.smoothed(b) / self.increment;
+            self.tested += 1.0;
+            self.expected_clean += (u + 1.0) / (n + 2.0);
         }
         if clean {
             // Windows tested per clean one, as counts (one added to each: a length with
@@ -298,6 +313,21 @@ impl TypicalDelay {
             self.since_refresh = 0;
             self.peak = (0..BINS).map(|b| self.seen.smoothed(b)).fold(0.0, f64::max);
         }
+    }
+
+    /// Of this type's gaps that are not clean, the share that are what they seem (a reply
+    /// to a task that made no call in it), judged by how often they are clean against how
+    /// often windows as long are: gaps of tasks whose reply followed what they were given
+    /// are clean as often as any window of their length, while gaps of tasks that lost a
+    /// call to another task never are (the lost call lies in them). `None` while fewer than
+    /// `min_expected` clean gaps were expected.
+    pub fn clean_share(&self, min_expected: f64) -> Option<f64> {
+        let (n, e, c) = (self.tested, self.expected_clean, self.values);
+        if e < min_expected || n <= c {
+            return None;
+        }
+        // The whole ones number c·n/e, of which all but the c clean are among the n − c.
+        Some((c * (n - e) / (e * (n - c))).clamp(0.0, 1.0))
     }
 
     /// How typical `delay_ns` is, relative to the most typical delay: 1 at the peak, 0 where
@@ -500,6 +530,29 @@ mod tests {
         let (short, long) = (d.relative(1e6), d.relative(4e6));
         assert!(short > 0.8 && long > 0.8, "{short} {long}");
         assert_eq!(d.relative(2e6), 0.0);
+    }
+
+    /// A reply type whose gaps are never clean, where windows as long are clean half the
+    /// time, is made of tasks that lost a call (an application server's reply linked straight
+    /// to its request, its query given to another task): none of its unclean gaps is whole.
+    /// One whose gaps are clean as often as windows of their length is made of whole tasks.
+    /// Before 20 clean gaps were expected, no judgement.
+    #[test]
+    fn a_reply_type_never_clean_where_windows_as_long_often_are_is_not_whole() {
+        let (mut lost, mut whole) = (TypicalDelay::new(1000.0), TypicalDelay::new(1000.0));
+        for i in 0..400u64 {
+            let shifted_clean = i % 2 == 0;
+            lost.observe(15e6, false, Some(shifted_clean), i);
+            whole.observe(15e6, i % 2 == 1, Some(shifted_clean), i);
+            if i < 30 {
+                assert_eq!(lost.clean_share(20.0), None, "after {i}");
+            }
+        }
+        let (l, w) = (lost.clean_share(20.0), whole.clean_share(20.0));
+        assert_eq!(l, Some(0.0));
+        assert!(w.is_some_and(|w| w > 0.8), "{w:?}");
+        // Nothing was learned clean for the lost type: the histogram judges nothing.
+        assert_eq!(lost.relative(15e6), 1.0);
     }
 
     /// The histograms are rescaled now and then (every 40 gaps here, remembering 2); the

@@ -52,7 +52,9 @@
 //!   missing a call ([`Linked::typical`]): not if no call of its node was made and answered
 //!   between the task's latest message and the reply (a *clean* gap); else as far as its
 //!   delay is untypical of the complete tasks of its type (learned from clean gaps, each
-//!   weighed by how rarely a window that long is clean, tested at a shifted time), and, if
+//!   weighed by how rarely a window that long is clean, tested at a shifted time; a type
+//!   never seen clean, as far as its gaps are clean less often than windows as long:
+//!   [`TypicalDelay::clean_share`]), and, if
 //!   its task's latest message is an answer to a call that was in doubt, as far as its gap is
 //!   evidence against that call ([`Linker::reply_gap`]: the gaps learned against the
 //!   time-shifted null, not from the links, per reply type and number of calls). `paths`
@@ -279,7 +281,10 @@ pub struct Linked {
     /// that was answered in it: the task cannot be missing one, however slow the reply);
     /// else how typical the reply's delay is, relative to the most typical delay of the
     /// complete tasks of its link type ([`TypicalDelay`]: learned from clean gaps), a delay
-    /// at least [`TYPICAL_FLOOR`] as typical counting as fully typical. `paths` weighs the
+    /// at least [`TYPICAL_FLOOR`] as typical counting as fully typical; for a type with too
+    /// few clean gaps to learn from, the share of its unclean gaps that are whole, by how
+    /// often its gaps are clean against how often windows as long are
+    /// ([`TypicalDelay::clean_share`]). `paths` weighs the
     /// instances holding it by this: a reply far later than complete tasks of its kind
     /// reply, with a call of its node made and answered in between, says its task lost that
     /// call to another. [`ONE`] for every other message, and while nothing is learned.
@@ -832,6 +837,10 @@ const MATCH_SAMPLES: f64 = 100.0;
 /// typical ([`Linked::typical`]): only a delay far outside what its kind does weighs its
 /// instances down.
 pub const TYPICAL_FLOOR: f64 = 0.02;
+
+/// How many clean gaps a reply type must have been expected to show before the shortfall of
+/// clean ones is believed ([`TypicalDelay::clean_share`]).
+const CLEAN_EVIDENCE: f64 = 20.0;
 
 /// A reply's gap after an answer is typical ([`Linker::reply_gap`]) where the excess of such
 /// answers at that gap before replies of its type is at least this share of them...
@@ -1637,8 +1646,11 @@ impl Linker {
                     || TypicalDelay::new(memory),
                     |d| d.last_ns,
                 );
-                let r = if clean || d.values() < MATCH_SAMPLES {
+                let r = if clean {
                     1.0
+                } else if d.values() < MATCH_SAMPLES {
+                    d.clean_share(CLEAN_EVIDENCE)
+                        .map_or(1.0, |s| s.max(TYPICAL_FLOOR))
                 } else {
                     (d.relative(c.delay as f64) / TYPICAL_FLOOR).min(1.0)
                 };
@@ -2721,6 +2733,37 @@ mod tests {
         let (a, b) = (typical(first), typical(second));
         assert!(a < ONE / 2 && b < ONE / 2, "{a} {b}");
         assert_eq!(typical(alone), ONE);
+    }
+
+    /// A node whose tasks all call C, and requests in pairs 0.1 ms apart of which only one
+    /// calls: whichever task the call is given to, the other's reply follows its request
+    /// straight, 7 ms later, its gap holding the call and the answer. No reply of that kind
+    /// is ever clean, where windows as long on this node are two times in three: such
+    /// replies are tasks that lost a call, and count for little. (Before any was learned
+    /// clean, a reply type judged nothing.)
+    #[test]
+    fn a_reply_type_never_clean_where_windows_as_long_often_are_counts_little() {
+        const MS: Time = 1_000_000;
+        let mut messages = Vec::new();
+        let mut n = 0u64;
+        let mut task = |messages: &mut Vec<Message>, t: Time, reply_after: Time, call: bool| {
+            n += 1;
+            served_by_b(messages, n, t, reply_after, call)
+        };
+        let t0 = 1_000 * MS;
+        let mut pair = (0, 0);
+        for i in 0..200u64 {
+            let t = t0 + i * 20 * MS;
+            pair = (
+                task(&mut messages, t, 7 * MS, true),
+                task(&mut messages, t + MS / 10, 7 * MS + MS / 2, false),
+            );
+        }
+        messages.sort_by_key(|m| m.send_ns);
+        let linked = run(messages);
+        let typical = |id: u64| linked.iter().find(|l| l.id == id).expect("linked").typical;
+        let (a, b) = (typical(pair.0), typical(pair.1));
+        assert!(a.max(b) == ONE && a.min(b) < ONE / 10, "{a} {b}");
     }
 
     /// A node that makes no calls can be missing none: however many of its replies a slow
