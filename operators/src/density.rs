@@ -228,8 +228,9 @@ pub struct TypicalDelay {
     clean_windows: Histogram,
     /// Clean gaps seen (faded).
     values: f64,
-    /// Gaps seen, clean or not, whose shifted window was tested (faded).
+    /// Gaps seen whose shifted window was tested, and how many of those were clean (faded).
     tested: f64,
+    tested_clean: f64,
     /// Clean gaps those would have had if they were clean as often as shifted windows of
     /// their lengths were (faded).
     expected_clean: f64,
@@ -255,6 +256,7 @@ impl TypicalDelay {
             clean_windows: Histogram::new(),
             values: 0.0,
             tested: 0.0,
+            tested_clean: 0.0,
             expected_clean: 0.0,
             increment: 1.0,
             fade: 1.0 - 1.0 / memory.max(2.0),
@@ -276,6 +278,7 @@ impl TypicalDelay {
         self.last_ns = t;
         let b = bin(delay_ns);
         self.tested *= self.fade;
+        self.tested_clean *= self.fade;
         self.expected_clean *= self.fade;
         if let Some(shifted_clean) = shifted_clean {
             self.windows.add(b, self.increment);
@@ -287,6 +290,7 @@ impl TypicalDelay {
             let n = self.windows.smoothed(b) / self.increment;
             let u = self.clean_windows.smoothed(b) / self.increment;
             self.tested += 1.0;
+            self.tested_clean += f64::from(u8::from(clean));
             self.expected_clean += (u + 1.0) / (n + 2.0);
         }
         if clean {
@@ -322,7 +326,7 @@ impl TypicalDelay {
     /// call to another task never are (the lost call lies in them). `None` while fewer than
     /// `min_expected` clean gaps were expected.
     pub fn clean_share(&self, min_expected: f64) -> Option<f64> {
-        let (n, e, c) = (self.tested, self.expected_clean, self.values);
+        let (n, e, c) = (self.tested, self.expected_clean, self.tested_clean);
         if e < min_expected || n <= c {
             return None;
         }
