@@ -447,20 +447,25 @@ impl CausalDensity {
         (self.probability(delay_ns) / self.peak).min(1.0)
     }
 
-    /// Whether the excess at `delay_ns` (over ±2 bins) stands out of chance: its share of
-    /// the candidates there (1 where the null has none) and its z-score (the excess over the
-    /// standard deviation of the difference of two Poisson counts). A delay no parent takes
-    /// has a share and a z-score near 0 however many candidates it has; one that parents
-    /// take has either a large share (few other candidates there) or a large z-score (many
-    /// samples).
-    pub fn excess(&self, delay_ns: f64) -> (f64, f64) {
+    /// How much likelier a gap of `delay_ns` is for a parent than for a candidate that chance
+    /// put there: the parents' share of all parents at that gap (over ±2 bins) against the
+    /// null's share of all null candidates there, the parents counted from the excess of
+    /// candidates over the null less `sigmas` standard deviations of that difference (two
+    /// Poisson counts), so that a bump chance makes on a busy node is not read as parents.
+    /// 0 where no parent stands out; large where parents crowd the candidates. `None` while
+    /// no excess or no null was seen.
+    pub fn likelihood_ratio(&self, delay_ns: f64, sigmas: f64) -> Option<f64> {
         let b = bin(delay_ns);
         let c = self.candidates.window(b) / self.increment;
         let n = self.null.window(b) / self.increment;
-        if c <= 0.0 {
-            return (0.0, 0.0);
+        let (parents, null) = (self.evidence(), self.null.total / self.increment);
+        if parents <= 0.0 || null <= 0.0 {
+            return None;
         }
-        ((c - n) / c, (c - n) / (c + n).sqrt())
+        let excess = (c - n - sigmas * (c + n).sqrt()).max(0.0);
+        // One null candidate more in every window: a gap the null never reached is not
+        // infinitely likely.
+        Some((excess / parents) / ((n + 1.0) / null))
     }
 
     fn at_bin(&self, b: usize) -> f64 {
@@ -480,11 +485,13 @@ mod tests {
     use super::*;
 
     /// Replies on a busy node: before each, one parent 1 ms back and ten other answers spread
-    /// over 0-20 ms, at both the reply and its shifted time. The excess at 1 ms stands out;
-    /// at 5 ms, where only chance puts answers, it does not, however many were seen.
+    /// over 0-20 ms, at both the reply and its shifted time. At 1 ms a gap is far likelier
+    /// for a parent than by chance; at 5 ms, where only chance puts answers, it is not,
+    /// however many were seen.
     #[test]
-    fn the_excess_stands_out_where_parents_are_and_not_where_chance_alone_puts_candidates() {
+    fn a_gap_is_likely_for_a_parent_where_parents_are_and_not_where_chance_alone_puts_candidates() {
         let mut d = CausalDensity::new(20_000.0);
+        assert_eq!(d.likelihood_ratio(1e6, 0.5), None, "nothing seen");
         for i in 0..5_000u64 {
             d.add_candidate(1e6, 1.0);
             for k in 0..10u64 {
@@ -496,11 +503,14 @@ mod tests {
             }
             d.step(i);
         }
-        let (share, z) = d.excess(1e6);
-        assert!(share > 0.5 && z > 10.0, "{share} {z}");
-        let (share, z) = d.excess(5e6);
-        assert!(share.abs() < 0.01 && z.abs() < 1.0, "{share} {z}");
-        assert_eq!(d.excess(60e6), (0.0, 0.0), "nothing seen there");
+        let at_parents = d.likelihood_ratio(1e6, 0.5).unwrap_or(0.0);
+        assert!(at_parents > 10.0, "{at_parents}");
+        assert_eq!(d.likelihood_ratio(5e6, 0.5), Some(0.0));
+        assert_eq!(
+            d.likelihood_ratio(60e6, 0.5),
+            Some(0.0),
+            "nothing seen there"
+        );
     }
 
     #[test]

@@ -284,10 +284,13 @@ pub struct Linked {
     /// at least [`TYPICAL_FLOOR`] as typical counting as fully typical; for a type with too
     /// few clean gaps to learn from, the share of its unclean gaps that are whole, by how
     /// often its gaps are clean against how often windows as long are
-    /// ([`TypicalDelay::clean_share`]). `paths` weighs the
-    /// instances holding it by this: a reply far later than complete tasks of its kind
-    /// reply, with a call of its node made and answered in between, says its task lost that
-    /// call to another. [`ONE`] for every other message, and while nothing is learned.
+    /// ([`TypicalDelay::clean_share`]). And where the task's latest call was in doubt, the
+    /// reply's gap after that call's answer is evidence for or against the call
+    /// ([`Linker::reply_gap`]), which may raise it above [`ONE`] (up to `1/w` for a call of
+    /// probability `w`). `paths` weighs the instances holding it by this: a reply far later
+    /// than complete tasks of its kind reply, with a call of its node made and answered in
+    /// between, says its task lost that call to another. [`ONE`] for every other message,
+    /// and while nothing is learned.
     pub typical: Prob,
 }
 
@@ -838,17 +841,20 @@ const MATCH_SAMPLES: f64 = 100.0;
 /// instances down.
 pub const TYPICAL_FLOOR: f64 = 0.02;
 
+/// The most [`Linked::typical`] raises an instance by (`paths` caps an instance's
+/// probability at 1 anyway).
+const MAX_TYPICAL: f64 = 1000.0;
+
 /// How many clean gaps a reply type must have been expected to show before the shortfall of
 /// clean ones is believed ([`TypicalDelay::clean_share`]).
 const CLEAN_EVIDENCE: f64 = 20.0;
 
-/// A reply's gap after an answer is typical ([`Linker::reply_gap`]) where the excess of such
-/// answers at that gap before replies of its type is at least this share of them...
-const REPLY_GAP_SHARE: f64 = 0.5;
-/// ... or stands this many standard deviations out of chance (2 did better than 3 and 4 on
-/// Project 5's multi-tier trace at parallelism 45; at 1.6 and 5, 2 and 4 left every figure
-/// as it was without the test).
-const REPLY_GAP_Z: f64 = 2.0;
+/// The parents at a reply's gap ([`Linker::reply_gap`]) are counted this many standard
+/// deviations below the excess of answers there over the null
+/// ([`CausalDensity::likelihood_ratio`]): on Project 5's multi-tier trace at parallelism 45,
+/// 0 and 0.5 put the report paths above the wrong login paths by expected / √count, 1, 1.5
+/// and 2 did not; the delay error was 13.9%, 11.7%, 11.7%, 13.3% and 14.7%.
+const REPLY_GAP_SIGMAS: f64 = 0.5;
 /// A reply's gaps are learned from the answers of its kind at most this long before it (and
 /// before its shifted time); a longer gap is not judged...
 const REPLY_GAP_BACK_NS: Time = 100_000_000;
@@ -1658,7 +1664,11 @@ impl Linker {
                 // And, after an answer, as far as its gap is evidence against the task's
                 // latest call: a clean gap after another task's answer (the call given to
                 // the wrong task) is still one that such replies do not take.
-                r.min(self.reply_gap(p, c))
+                // Evidence for the call raises what the clean-gap test left; evidence
+                // against it and that test both say the task lost a call: the stronger one
+                // counts.
+                let g = self.reply_gap(p, c);
+                if g > 1.0 { r * g } else { r.min(g) }
             }
             _ => 1.0,
         };
@@ -1688,12 +1698,12 @@ impl Linker {
             best,
             from_client: p.from_client,
             keys: (p.from, p.to),
-            typical: to_prob(typical),
+            typical: (typical.clamp(0.0, MAX_TYPICAL) * f64::from(ONE)).round() as Prob,
         }
     }
 
-    /// How much the gap of reply `p` after `latest`, its task's latest message, leaves of
-    /// its instances, if `latest` is an answer (1 otherwise, and while the reply's type has
+    /// How much the gap of reply `p` after `latest`, its task's latest message, weighs its
+    /// instances, if `latest` is an answer (1 otherwise, and while the reply's type has
     /// fewer than [`MATCH_SAMPLES`] replies); then learns from `p`.
     ///
     /// The gaps are learned per reply type and number of calls its task made (a task that
@@ -1703,14 +1713,16 @@ impl Linker {
     /// shifted into the past. Whichever answer is the reply's cause, the excess at a gap is
     /// what such answers add there; it is learned from what the node received, not from the
     /// links, so that tasks given other tasks' answers cannot teach their gaps (the gap
-    /// densities of the end fit learn from the links, and did). A gap is typical, `t = 1`,
-    /// where the excess is at least [`REPLY_GAP_SHARE`] of the candidates or stands
-    /// [`REPLY_GAP_Z`] standard deviations out of chance, and less in proportion (at least
-    /// [`TYPICAL_FLOOR`]). That is evidence about the task's latest call, against the other
-    /// tasks it might have been given to (taken as typical), as likely as `link` found them
-    /// (`w`): the instance counts `t / (w·t + 1 − w)`. A call that was hard to place loses
-    /// its task's instances to an untypical gap; one that was not keeps them (a rare
-    /// pattern's gap shows little excess on a busy node, but its calls are not in doubt).
+    /// densities of the end fit learn from the links, and did). The gap's likelihood ratio
+    /// `λ` ([`CausalDensity::likelihood_ratio`], the excess taken [`REPLY_GAP_SIGMAS`] low)
+    /// is evidence about the task's latest call, against the other tasks it might have been
+    /// given to (their answers taken as chance's), as likely as `link` found them (`w`): by
+    /// Bayes the call is right with probability `w·λ / (w·λ + 1 − w)`, so the instance,
+    /// which counted the call at about `w`, counts `λ / (w·λ + 1 − w)` times as much (at
+    /// least [`TYPICAL_FLOOR`]; at most `1/w`). A call that was hard to place loses its
+    /// task's instances to an untypical gap and regains what its doubt cost at a typical
+    /// one; a call that was not in doubt is not judged (a rare pattern's gap shows little
+    /// excess on a busy node, but its calls are not in doubt).
     fn reply_gap(&mut self, p: &Prep, latest: &Candidate) -> f64 {
         let Some(task) = p.answers.and_then(|t| self.tasks.get(&t)) else {
             return 1.0;
@@ -1735,13 +1747,10 @@ impl Linker {
             .get(&kind)
             .filter(|d| d.samples() >= MATCH_SAMPLES && !stale(d.last_ns, window, p.event_ns))
         {
-            Some(d) => {
-                let (share, z) = d.excess(latest.delay as f64);
-                let t = (share / REPLY_GAP_SHARE)
-                    .max(z / REPLY_GAP_Z)
-                    .clamp(TYPICAL_FLOOR, 1.0);
-                t / (w * t + 1.0 - w)
-            }
+            Some(d) => match d.likelihood_ratio(latest.delay as f64, REPLY_GAP_SIGMAS) {
+                Some(lr) => (lr / (w * lr + 1.0 - w)).max(TYPICAL_FLOOR),
+                None => 1.0,
+            },
             None => 1.0,
         };
         // Learn: the answers of that kind before the reply, and before the shifted time
@@ -2701,7 +2710,7 @@ mod tests {
     /// request's. At a node where every reply comes 1 ms after its task's answer, both
     /// replies come 5 ms after: evidence against the calls as given, and their instances
     /// count less. The same gap after a call no other request could have made is no such
-    /// evidence.
+    /// evidence. Replies 1 ms after are evidence for the calls: their instances count more.
     #[test]
     fn a_reply_long_after_an_answer_of_a_call_in_doubt_counts_less_and_one_not_in_doubt_does_not() {
         const MS: Time = 1_000_000;
@@ -2716,10 +2725,13 @@ mod tests {
         let t0 = 1_000 * MS;
         // Pairs of requests 0.1 ms apart, 20 ms between pairs, each replied to 1 ms after
         // its answer.
+        let mut usual = (0, 0);
         for i in 0..400u64 {
             let t = t0 + i * 20 * MS;
-            task(&mut messages, t, MS);
-            task(&mut messages, t + MS / 10, MS);
+            usual = (
+                task(&mut messages, t, MS),
+                task(&mut messages, t + MS / 10, MS),
+            );
         }
         // A pair whose replies come 5 ms after their answers.
         let t = t0 + 8_000 * MS;
@@ -2733,6 +2745,9 @@ mod tests {
         let (a, b) = (typical(first), typical(second));
         assert!(a < ONE / 2 && b < ONE / 2, "{a} {b}");
         assert_eq!(typical(alone), ONE);
+        // The usual pair's replies, 1 ms after their answers, bear their calls out.
+        let (a, b) = (typical(usual.0), typical(usual.1));
+        assert!(a > ONE && b > ONE, "{a} {b}");
     }
 
     /// A node whose tasks all call C, and requests in pairs 0.1 ms apart of which only one
@@ -2740,7 +2755,8 @@ mod tests {
     /// straight, 7 ms later, its gap holding the call and the answer. No reply of that kind
     /// is ever clean, where windows as long on this node are two times in three: such
     /// replies are tasks that lost a call, and count for little. (Before any was learned
-    /// clean, a reply type judged nothing.)
+    /// clean, a reply type judged nothing.) The other reply, 1 ms after the call's answer
+    /// as every reply here is, bears the call out and counts more.
     #[test]
     fn a_reply_type_never_clean_where_windows_as_long_often_are_counts_little() {
         const MS: Time = 1_000_000;
@@ -2763,7 +2779,9 @@ mod tests {
         let linked = run(messages);
         let typical = |id: u64| linked.iter().find(|l| l.id == id).expect("linked").typical;
         let (a, b) = (typical(pair.0), typical(pair.1));
-        assert!(a.max(b) == ONE && a.min(b) < ONE / 10, "{a} {b}");
+        // The task given the call replies as soon after its answer as tasks here do: the
+        // call, in doubt between the two, is borne out.
+        assert!(a.max(b) > ONE && a.min(b) < ONE / 10, "{a} {b}");
     }
 
     /// A node that makes no calls can be missing none: however many of its replies a slow

@@ -18,7 +18,9 @@
 //!   root's probability of being spontaneous), times its replies' [`Linked::typical`]
 //!   (beyond WAP5: a reply far later than complete tasks of its kind, with a call of its node
 //!   made and answered in between, says the instance is missing that call, and the instance
-//!   counts that much less). An instance is final once its newest message is
+//!   counts that much less; a reply as soon after a doubtful call's answer as such replies
+//!   come says the call was right, and the instance counts more), at most 1. An instance is
+//!   final once its newest message is
 //!   `max_delay_ns` plus the lateness old (no child can still arrive), or once its root is
 //!   `max_path_ns` old; a root is judged just before the first message at or after that
 //!   time is taken in (messages are taken in event-time order), so that the outcome does not
@@ -1028,9 +1030,12 @@ impl Paths {
         // instances were conditioned on holding its answer, so that its other instances do
         // not take over this one's weight.
         let mut probability = probability;
-        for e in entries.iter().skip(1).filter(|e| e.typical < ONE) {
+        for e in entries.iter().skip(1).filter(|e| e.typical != ONE) {
             probability *= f64::from(e.typical) / f64::from(ONE);
         }
+        // A reply whose gap is evidence for a call in doubt raises its instances (`typical`
+        // above ONE), never beyond certainty.
+        let probability = probability.min(1.0);
         let n = msgs.len();
         // Children by (parent, send time, position), in one sorted list: a parent's children
         // are the range `kids[start[p]..start[p + 1]]`, in send order.
