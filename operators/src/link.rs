@@ -56,9 +56,9 @@
 //!   never seen clean, as far as its gaps are clean less often than windows as long:
 //!   [`TypicalDelay::clean_share`]), and, if
 //!   its task's latest message is an answer to a call that was in doubt, as far as its gap is
-//!   evidence against that call ([`Linker::reply_gap`]: the gaps learned against the
-//!   time-shifted null, not from the links, per reply type and number of calls). `paths`
-//!   weighs its instances by it. On the generator's earlier "@45" traces (28
+//!   evidence against that call, or above 1 as far as it bears the call out
+//!   (`Linker::reply_gap`: the gaps learned against the time-shifted null, not from the
+//!   links, per reply type and number of calls). `paths` weighs its instances by it. On the generator's earlier "@45" traces (28
 //!   candidate parents per call by Project 5's measure) a web server's calls got their true
 //!   parent 37.4% of the time with the look-ahead, 30.4% without.
 //! - **Joint decision** (beyond WAP5 and Project 5, which decide each message on its own): a
@@ -79,7 +79,7 @@
 //!   90.6% and 30.4% (`tools/parents.py`; with the look-ahead above, 93.7% and 37.4%). A
 //!   type's calls take
 //!   part only once the densities of all their candidates' types have seen
-//!   [`MATCH_SAMPLES`] candidates (before, the exponential alone would decide them).
+//!   `MATCH_SAMPLES` (100) candidates (before, the exponential alone would decide them).
 //! - **Timing**: a message is linked once the frontier is `lateness_ns` (how late upstream
 //!   windows may emit it) plus `order_slack_ns` past it, so that parents whose event times
 //!   carry their senders' residual clock error are in; arrivals and the sends themselves are
@@ -286,7 +286,7 @@ pub struct Linked {
     /// often its gaps are clean against how often windows as long are
     /// ([`TypicalDelay::clean_share`]). And where the task's latest call was in doubt, the
     /// reply's gap after that call's answer is evidence for or against the call
-    /// ([`Linker::reply_gap`]), which may raise it above [`ONE`] (up to `1/w` for a call of
+    /// (`Linker::reply_gap`), which may raise it above [`ONE`] (up to `1/w` for a call of
     /// probability `w`). `paths` weighs the instances holding it by this: a reply far later
     /// than complete tasks of its kind reply, with a call of its node made and answered in
     /// between, says its task lost that call to another. [`ONE`] for every other message,
@@ -1661,12 +1661,11 @@ impl Linker {
                     (d.relative(c.delay as f64) / TYPICAL_FLOOR).min(1.0)
                 };
                 d.observe(c.delay as f64, clean, shifted_clean, p.event_ns);
-                // And, after an answer, as far as its gap is evidence against the task's
+                // And, after an answer, as far as its gap is evidence about the task's
                 // latest call: a clean gap after another task's answer (the call given to
-                // the wrong task) is still one that such replies do not take.
-                // Evidence for the call raises what the clean-gap test left; evidence
-                // against it and that test both say the task lost a call: the stronger one
-                // counts.
+                // the wrong task) is still one that such replies do not take. Evidence for
+                // the call raises what the clean-gap test left; evidence against it and that
+                // test both say the task lost a call: the stronger one counts.
                 let g = self.reply_gap(p, c);
                 if g > 1.0 { r * g } else { r.min(g) }
             }

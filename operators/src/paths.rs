@@ -147,7 +147,7 @@ pub struct PathsConfig {
     /// improbable patterns a long run infers.
     pub max_patterns: usize,
     /// Most bytes the pattern table may hold (every pattern's totals, window buckets and
-    /// distributions, as [`Agg::heap_bytes`] counts them). Beyond it the patterns with the
+    /// distributions, as `Agg::heap_bytes` counts them). Beyond it the patterns with the
     /// smallest expected counts are evicted until it holds three quarters of this, so that
     /// memory stays flat however the distributions of the patterns kept grow.
     pub max_pattern_bytes: usize,

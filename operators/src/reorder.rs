@@ -158,7 +158,7 @@ impl<T> Reorder<T> {
         Some((t, i, item))
     }
 
-    /// [`Reorder::pop_before`], prefetching the record [`TOUCH_AHEAD`] places behind the one
+    /// [`Reorder::pop_before`], prefetching the record `TOUCH_AHEAD` places behind the one
     /// prefetched ([`Touch`]), so that its memory is fetched while the caller works.
     #[inline]
     pub fn pop_touching(&mut self, bound: Option<Time>) -> Option<(Time, u64, T)>
