@@ -3,7 +3,7 @@
 //!
 //! A [`config::System`] (a preset or a TOML file) describes server nodes, services and
 //! tracelets. [`sim::Simulator`] instantiates tracelets in client loops with think times;
-//! [`net::Network`] carries each message over TCP connections or UDP; [`write`] places
+//! [`net::Network`] carries each message over TCP connections or UDP; [`write`](mod@write) places
 //! sniffers (one mirror port, or one per server host in that host's clock, with loss) and
 //! writes pcap/pcapng captures or a message-trace CSV; [`truth`] records the true path
 //! instances and patterns. Everything streams: memory holds what is in flight, not the trace.

@@ -1050,7 +1050,7 @@ pub mod op {
     pub const ABS: u16 = 0x20;
     /// Offset plus X.
     pub const IND: u16 = 0x40;
-    /// X = 4 * (P[k] & 0xf).
+    /// X = 4 * (P\[k\] & 0xf).
     pub const MSH: u16 = 0xa0;
     /// A &= k.
     pub const AND: u16 = 0x50;

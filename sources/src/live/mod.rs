@@ -7,8 +7,8 @@
 //! - [`filter`]: capture filters (`tcp and port 80`), parsed and compiled to classic BPF;
 //! - `ring` (Linux): the AF_PACKET socket and its memory-mapped TPACKET_V3 ring, the only
 //!   unsafe code of the sniffer;
-//! - [`write`]: `--write FILE`, the frames as pcapng;
-//! - [`LiveReader`]: the [`ObservationReader`].
+//! - [`write`](mod@write): `--write FILE`, the frames as pcapng;
+//! - [`LiveReader`]: the [`ObservationReader`](crate::reader::ObservationReader).
 //!
 //! # The live reader
 //!
@@ -24,16 +24,16 @@
 //!   program attached with `SO_ATTACH_FILTER`: packets that do not match never reach the ring,
 //!   and the kernel copies at most the snap length of the others. Should the kernel refuse the
 //!   program, the same program runs in user space on every packet read (with a warning).
-//! - **Output**: [`Packet`](crate::Packet)s in [`Batch::packets`], decoded by
+//! - **Output**: [`Packet`](crate::Packet)s in [`Batch::packets`](crate::Batch::packets), decoded by
 //!   [`decode`](crate::decode::decode) from exactly the bytes `--write` saves, so replaying
 //!   that file gives the same observations. Timestamps are the kernel's, from each packet's
 //!   ring header, in ns of the host's realtime clock.
-//! - **When**: [`ObservationReader::read_batch`] takes what the ring holds, up to `max`
+//! - **When**: [`ObservationReader::read_batch`](crate::reader::ObservationReader::read_batch) takes what the ring holds, up to `max`
 //!   packets, without blocking; when the ring holds nothing it waits in `poll(2)` up to
 //!   [`POLL_WAIT`] for the kernel to hand over a block (blocks are handed over when full or
 //!   [`RingConfig::retire`] after they were opened, so a quiet link still delivers within
 //!   that time). It never ends on its own: the run's stop (Ctrl-C, SIGTERM, `--duration`,
-//!   `--count`) ends it. Being live, its watermark follows [`ObservationReader::clock_now`],
+//!   `--count`) ends it. Being live, its watermark follows [`ObservationReader::clock_now`](crate::reader::ObservationReader::clock_now),
 //!   the realtime clock less what the ring may still hold back, so the frontier advances
 //!   while the interface is quiet.
 //! - **Counts**: like a capture file's reader (records, bytes, link types, protocols, skips
