@@ -285,19 +285,20 @@ impl TypicalDelay {
             if shifted_clean {
                 self.clean_windows.add(b, self.increment);
             }
-            // The chance that a window this long is clean, as counts (one clean in two
-            // added: a length with little evidence yet counts as clean half the time).
-            let n = self.windows.smoothed(b) / self.increment;
-            let u = self.clean_windows.smoothed(b) / self.increment;
+        }
+        // Windows this long tested, and those found clean, as counts.
+        let n = self.windows.smoothed(b) / self.increment;
+        let u = self.clean_windows.smoothed(b) / self.increment;
+        if shifted_clean.is_some() {
+            // The chance that a window this long is clean (one clean in two added: a length
+            // with little evidence yet counts as clean half the time).
             self.tested += 1.0;
             self.tested_clean += f64::from(u8::from(clean));
             self.expected_clean += (u + 1.0) / (n + 2.0);
         }
         if clean {
-            // Windows tested per clean one, as counts (one added to each: a length with
-            // little evidence yet counts about once).
-            let n = self.windows.smoothed(b) / self.increment;
-            let u = self.clean_windows.smoothed(b) / self.increment;
+            // Windows tested per clean one (one added to each: a length with little
+            // evidence yet counts about once).
             let weight = ((n + 1.0) / (u + 1.0)).clamp(1.0, MAX_WEIGHT);
             self.values = self.values * self.fade + 1.0;
             self.seen.add(b, self.increment * weight);

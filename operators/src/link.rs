@@ -2668,38 +2668,53 @@ mod tests {
         message_id(&reply)
     }
 
+    /// Tasks served by B ([`served_by_b`]), each from its own client.
+    #[derive(Default)]
+    struct TasksOfB {
+        messages: Vec<Message>,
+        n: u64,
+    }
+
+    impl TasksOfB {
+        /// Adds one ([`served_by_b`]); returns its reply's id.
+        fn add(&mut self, t: Time, reply_after: Time, call: bool) -> u64 {
+            self.n += 1;
+            served_by_b(&mut self.messages, self.n, t, reply_after, call)
+        }
+    }
+
+    /// The [`Linked::typical`] of message `id` among `linked`.
+    fn typical_of(linked: &[Linked], id: u64) -> Prob {
+        linked.iter().find(|l| l.id == id).expect("linked").typical
+    }
+
     #[test]
     fn a_reply_far_later_than_its_kind_is_untypical_if_a_call_was_made_and_answered_in_its_gap() {
         const MS: Time = 1_000_000;
         // Requests from many clients to B (10.0.0.2:80), 10 ms apart: every other one answered
         // 1.0-1.2 ms later with no call, the others after a call to C (10.0.0.3:5432) sent
         // 5 ms after the request and answered 1 ms later, the reply 1 ms after that.
-        let mut messages = Vec::new();
-        let mut n = 0u64;
-        let mut task = |messages: &mut Vec<Message>, t: Time, reply_after: Time, call: bool| {
-            n += 1;
-            served_by_b(messages, n, t, reply_after, call)
-        };
+        let mut tasks = TasksOfB::default();
         let t0 = 1_000 * MS;
         for i in 0..400u64 {
             let t = t0 + i * 10 * MS;
             if i % 2 == 0 {
-                task(&mut messages, t, MS + (i % 3) * MS / 10, false);
+                tasks.add(t, MS + (i % 3) * MS / 10, false);
             } else {
-                task(&mut messages, t, 7 * MS, true);
+                tasks.add(t, 7 * MS, true);
             }
         }
         // A slow reply, 30 ms after its request, with no call of B in between.
         let t = t0 + 4_000 * MS;
-        let alone = task(&mut messages, t, 30 * MS, false);
+        let alone = tasks.add(t, 30 * MS, false);
         // Two requests 0.3 ms apart and one call 5 ms after them, answered 1 ms later: one
         // of the two tasks made it, and the other, whose gap holds the call and its answer
         // and is far longer than a task of its kind's, may be the one that did.
         let t = t0 + 4_100 * MS;
-        let first = task(&mut messages, t, 30 * MS, true);
-        let second = task(&mut messages, t + 300_000, 10 * MS, false);
-        let linked = run(messages);
-        let typical = |id: u64| linked.iter().find(|l| l.id == id).expect("linked").typical;
+        let first = tasks.add(t, 30 * MS, true);
+        let second = tasks.add(t + 300_000, 10 * MS, false);
+        let linked = run(tasks.messages);
+        let typical = |id: u64| typical_of(&linked, id);
         assert_eq!(typical(alone), ONE, "slow for its own reasons");
         let (a, b) = (typical(first), typical(second));
         assert!(a.min(b) < ONE * 9 / 10, "{a} {b}");
@@ -2713,34 +2728,27 @@ mod tests {
     #[test]
     fn a_reply_long_after_an_answer_of_a_call_in_doubt_counts_less_and_one_not_in_doubt_does_not() {
         const MS: Time = 1_000_000;
-        let mut messages = Vec::new();
-        let mut n = 0u64;
+        let mut tasks = TasksOfB::default();
         // A request at `t`, its call 5 ms later answered 1 ms after, the reply `gap` after
         // the answer.
-        let mut task = |messages: &mut Vec<Message>, t: Time, gap: Time| {
-            n += 1;
-            served_by_b(messages, n, t, 6 * MS + gap, true)
-        };
+        let mut task = |t: Time, gap: Time| tasks.add(t, 6 * MS + gap, true);
         let t0 = 1_000 * MS;
         // Pairs of requests 0.1 ms apart, 20 ms between pairs, each replied to 1 ms after
         // its answer.
         let mut usual = (0, 0);
         for i in 0..400u64 {
             let t = t0 + i * 20 * MS;
-            usual = (
-                task(&mut messages, t, MS),
-                task(&mut messages, t + MS / 10, MS),
-            );
+            usual = (task(t, MS), task(t + MS / 10, MS));
         }
         // A pair whose replies come 5 ms after their answers.
         let t = t0 + 8_000 * MS;
-        let first = task(&mut messages, t, 5 * MS);
-        let second = task(&mut messages, t + MS / 10, 5 * MS);
+        let first = task(t, 5 * MS);
+        let second = task(t + MS / 10, 5 * MS);
         // A lone request, its reply 5 ms after its answer.
-        let alone = task(&mut messages, t + 100 * MS, 5 * MS);
-        messages.sort_by_key(|m| m.send_ns);
-        let linked = run(messages);
-        let typical = |id: u64| linked.iter().find(|l| l.id == id).expect("linked").typical;
+        let alone = task(t + 100 * MS, 5 * MS);
+        tasks.messages.sort_by_key(|m| m.send_ns);
+        let linked = run(tasks.messages);
+        let typical = |id: u64| typical_of(&linked, id);
         let (a, b) = (typical(first), typical(second));
         assert!(a < ONE / 2 && b < ONE / 2, "{a} {b}");
         assert_eq!(typical(alone), ONE);
@@ -2759,24 +2767,19 @@ mod tests {
     #[test]
     fn a_reply_type_never_clean_where_windows_as_long_often_are_counts_little() {
         const MS: Time = 1_000_000;
-        let mut messages = Vec::new();
-        let mut n = 0u64;
-        let mut task = |messages: &mut Vec<Message>, t: Time, reply_after: Time, call: bool| {
-            n += 1;
-            served_by_b(messages, n, t, reply_after, call)
-        };
+        let mut tasks = TasksOfB::default();
         let t0 = 1_000 * MS;
         let mut pair = (0, 0);
         for i in 0..200u64 {
             let t = t0 + i * 20 * MS;
             pair = (
-                task(&mut messages, t, 7 * MS, true),
-                task(&mut messages, t + MS / 10, 7 * MS + MS / 2, false),
+                tasks.add(t, 7 * MS, true),
+                tasks.add(t + MS / 10, 7 * MS + MS / 2, false),
             );
         }
-        messages.sort_by_key(|m| m.send_ns);
-        let linked = run(messages);
-        let typical = |id: u64| linked.iter().find(|l| l.id == id).expect("linked").typical;
+        tasks.messages.sort_by_key(|m| m.send_ns);
+        let linked = run(tasks.messages);
+        let typical = |id: u64| typical_of(&linked, id);
         let (a, b) = (typical(pair.0), typical(pair.1));
         // The task given the call replies as soon after its answer as tasks here do: the
         // call, in doubt between the two, is borne out.
@@ -2788,33 +2791,25 @@ mod tests {
     #[test]
     fn a_slow_reply_of_a_node_that_makes_no_calls_keeps_its_weight_however_busy_it_is() {
         const MS: Time = 1_000_000;
-        let mut messages = Vec::new();
-        let mut n = 0u64;
-        let mut task = |messages: &mut Vec<Message>, t: Time, reply_after: Time| {
-            n += 1;
-            served_by_b(messages, n, t, reply_after, false)
-        };
+        let mut tasks = TasksOfB::default();
+        let mut task = |t: Time, reply_after: Time| tasks.add(t, reply_after, false);
         let t0 = 1_000 * MS;
         // Quiet: replies 20 ms after their requests, which come 10 ms apart.
         for i in 0..300u64 {
-            task(&mut messages, t0 + i * 10 * MS, 20 * MS);
+            task(t0 + i * 10 * MS, 20 * MS);
         }
         // Busy: requests 0.1 ms apart, and one reply 60 ms after its request, its gap
         // holding some 600 other replies (well over what a scan once stopped at).
         let t1 = t0 + 3_100 * MS;
         let mut slow = 0;
         for i in 0..800u64 {
-            let id = task(
-                &mut messages,
-                t1 + i * MS / 10,
-                if i == 100 { 60 * MS } else { 20 * MS },
-            );
+            let id = task(t1 + i * MS / 10, if i == 100 { 60 * MS } else { 20 * MS });
             if i == 100 {
                 slow = id;
             }
         }
-        messages.sort_by_key(|m| m.send_ns);
-        let linked = run(messages);
+        tasks.messages.sort_by_key(|m| m.send_ns);
+        let linked = run(tasks.messages);
         let slow = linked.iter().find(|l| l.id == slow).expect("linked");
         assert_eq!(slow.typical, ONE, "{slow:?}");
     }
