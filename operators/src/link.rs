@@ -98,8 +98,9 @@
 //!   shifted windows (likewise), and per reply type and number of calls its learned gaps
 //!   after answers (likewise); per node its answers of the last `2·(x + lateness)`; the
 //!   endpoints' port evidence
-//!   ([`Ports`]), forgotten after `idle_ns`. All but the densities and ports are freed as the
-//!   frontier passes them by `2·(x + lateness)`. A density or delay estimate unseen for
+//!   ([`Ports`]), forgotten after `idle_ns`. All but the densities and ports are freed once
+//!   linking (the time below which every message is linked, not the frontier, which runs
+//!   ahead of it by as much as the input is ahead) is `2·(x + lateness)` past them. A density or delay estimate unseen for
 //!   `delay_window_ns`, and a node's first-arrival time after a lull, are forgotten when next
 //!   used, and swept only once every later message would forget them too, so that what a
 //!   message is weighed by does not depend on when the sweeps ran. Memory follows the message
@@ -1069,19 +1070,25 @@ impl Linker {
         }
     }
 
-    /// Frees what the frontier `now` has passed. `linked` is the time below which every
-    /// child has been linked (all later ones are at or after it): state whose dropping a
-    /// later message would notice is dropped only when that message would find it stale
-    /// anyway (see [`stale`]), so the output does not depend on when sweeps ran.
-    fn expire(&mut self, now: Time, linked: Time) {
+    /// Frees what linking has passed. `linked` is the time below which every child has
+    /// been linked (all later ones are at or after it). Everything is measured from it,
+    /// not from the frontier, which runs ahead of it by the lateness, the order slack and
+    /// any open match window, and by more while input comes faster than it is linked:
+    /// state kept for `keep_ns` before the messages still to link is there whenever a sweep
+    /// runs, and state whose dropping a later message would notice is dropped only when
+    /// that message would find it stale anyway (see [`stale`]), so the output does not
+    /// depend on when sweeps ran. (Measured from the frontier, a task open for 4.5 s was
+    /// there or not by how far the input had run ahead: the linking harness's patterns
+    /// changed with the sweep interval and with the machine's speed.)
+    fn expire(&mut self, linked: Time) {
         // A sweep visits every connection and task held: once per `SWEEP_NS` of event time,
         // not at every activation.
-        if now < self.last_sweep.saturating_add(SWEEP_NS) {
+        if linked < self.last_sweep.saturating_add(SWEEP_NS) {
             return;
         }
-        self.last_sweep = now;
+        self.last_sweep = linked;
         let keep = self.config.keep_ns();
-        let before = now.saturating_sub(keep);
+        let before = linked.saturating_sub(keep);
         for map in [&mut self.taskless, &mut self.one_sided] {
             map.retain(|_, list| {
                 while list.front().is_some_and(|a| a.event_ns < before) {
@@ -1129,9 +1136,10 @@ impl Linker {
             .retain(|_, d| !stale(d.last_ns, window, linked));
         self.reply_gaps
             .retain(|_, d| !stale(d.last_ns, window, linked));
-        if now.saturating_sub(self.last_expiry) >= crate::ports::EXPIRY_EVERY_NS {
-            self.ports.expire(now.saturating_sub(self.config.idle_ns));
-            self.last_expiry = now;
+        if linked.saturating_sub(self.last_expiry) >= crate::ports::EXPIRY_EVERY_NS {
+            self.ports
+                .expire(linked.saturating_sub(self.config.idle_ns));
+            self.last_expiry = linked;
         }
     }
 
@@ -2421,8 +2429,8 @@ impl<'scope> Link<'scope> for MessageStream<'scope> {
                         (Some(b), Some(w)) => Some(b.min(w)),
                         (b, w) => b.or(w),
                     };
-                    if let (Some(n), Some(b)) = (now, bound) {
-                        linker.expire(n, b);
+                    if let Some(b) = bound {
+                        linker.expire(b);
                     }
                     // Everything still to come is linked at or after `bound`.
                     match bound {
