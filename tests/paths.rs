@@ -227,6 +227,24 @@ fn clock_offsets_and_nat_leave_the_patterns_unchanged() {
     }
 }
 
+/// The final cumulative patterns of `analyze` over `inputs` on `workers` workers
+/// ([`final_patterns`]).
+fn patterns_on(workers: &str, names: &str, inputs: &[&str]) -> Vec<(String, u64, f64)> {
+    let mut args = vec![
+        "analyze",
+        "--format",
+        "jsonl",
+        "--emit",
+        "patterns",
+        "--workers",
+        workers,
+        "--names",
+        names,
+    ];
+    args.extend_from_slice(inputs);
+    final_patterns(&causeway_jsonl(&args))
+}
+
 /// The patterns depend on the data only: the same trace on one worker, on two, and on two
 /// again gives the same patterns with the same counts and expected counts, however the work
 /// was spread and however the frontier moved. Also over captures from several sniffers with
@@ -235,21 +253,7 @@ fn clock_offsets_and_nat_leave_the_patterns_unchanged() {
 fn patterns_do_not_depend_on_workers_or_timing() {
     let (_dir, names, csv) =
         multi_tier_trace("paths-deterministic", 30_000, &["--parallelism", "5"]);
-    let run = |workers: &str| {
-        let records = causeway_jsonl(&[
-            "analyze",
-            "--format",
-            "jsonl",
-            "--emit",
-            "patterns",
-            "--workers",
-            workers,
-            "--names",
-            &names,
-            &csv,
-        ]);
-        final_patterns(&records)
-    };
+    let run = |workers: &str| patterns_on(workers, &names, &[&csv]);
     let one = run("1");
     assert!(one.len() > 10, "{} patterns", one.len());
     for (n, workers) in [(1, "2"), (2, "2"), (3, "1")] {
@@ -272,21 +276,8 @@ fn patterns_do_not_depend_on_workers_or_timing() {
     );
     let inputs = pcaps_in(&pcaps);
     let names = pcaps.join("names.txt").display().to_string();
-    let run = |workers: &str| {
-        let mut args = vec![
-            "analyze",
-            "--format",
-            "jsonl",
-            "--emit",
-            "patterns",
-            "--workers",
-            workers,
-            "--names",
-            &names,
-        ];
-        args.extend(inputs.iter().map(String::as_str));
-        final_patterns(&causeway_jsonl(&args))
-    };
+    let inputs: Vec<&str> = inputs.iter().map(String::as_str).collect();
+    let run = |workers: &str| patterns_on(workers, &names, &inputs);
     let one = run("1");
     assert!(!one.is_empty());
     assert_eq!(run("2"), one, "captures on two workers");
@@ -308,19 +299,7 @@ fn counts_do_not_depend_on_workers_on_a_long_keep_alive_trace() {
         &["--parallelism", "1.6", "--seed", "1"],
     );
     let run = |workers: &str| {
-        let records = causeway_jsonl(&[
-            "analyze",
-            "--format",
-            "jsonl",
-            "--emit",
-            "patterns",
-            "--workers",
-            workers,
-            "--names",
-            &names,
-            &csv,
-        ]);
-        let mut v = final_patterns(&records);
+        let mut v = patterns_on(workers, &names, &[&csv]);
         v.sort_by(|a, b| a.0.cmp(&b.0));
         v
     };

@@ -100,8 +100,8 @@
 //!   endpoints' port evidence
 //!   ([`Ports`]), forgotten after `idle_ns`. All but the densities and ports are freed once
 //!   linking (the time below which every message is linked, not the frontier, which runs
-//!   ahead of it by as much as the input is ahead) is `2·(x + lateness)` past them. A density or delay estimate unseen for
-//!   `delay_window_ns`, and a node's first-arrival time after a lull, are forgotten when next
+//!   ahead of it by as much as the input is ahead) is `2·(x + lateness)` past them. A
+//!   density or delay estimate unseen for `delay_window_ns`, and a node's first-arrival time after a lull, are forgotten when next
 //!   used, and swept only once every later message would forget them too, so that what a
 //!   message is weighed by does not depend on when the sweeps ran. Memory follows the message
 //!   rate times `x`, never the length of the input.
