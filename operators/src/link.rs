@@ -54,11 +54,12 @@
 //!   delay is untypical of the complete tasks of its type (learned from clean gaps, each
 //!   weighed by how rarely a window that long is clean, tested at a shifted time; a type
 //!   never seen clean, as far as its gaps are clean less often than windows as long:
-//!   [`TypicalDelay::clean_share`]), and, if
-//!   its task's latest message is an answer to a call that was in doubt, as far as its gap is
-//!   evidence against that call, or above 1 as far as it bears the call out
-//!   (`Linker::reply_gap`: the gaps learned against the time-shifted null, not from the
-//!   links, per reply type and number of calls). `paths` weighs its instances by it. On the generator's earlier "@45" traces (28
+//!   [`TypicalDelay::clean_share`]), and, if its task's latest message is an answer and
+//!   the calls given to the task were in doubt, as far as its gap is evidence against
+//!   them, or above 1 as far as it bears them out (`Linker::reply_gap`: the gaps learned
+//!   against the time-shifted null, not from the links, per reply type and number of
+//!   calls, and pooled over the numbers for a number too rare to have been learned).
+//!   `paths` weighs its instances by it. On the generator's earlier "@45" traces (28
 //!   candidate parents per call by Project 5's measure) a web server's calls got their true
 //!   parent 37.4% of the time with the look-ahead, 30.4% without.
 //! - **Joint decision** (beyond WAP5 and Project 5, which decide each message on its own): a
@@ -119,8 +120,9 @@
 //!   task's arrivals (a binary search each). A call whose answer came back also looks at
 //!   the sends its node made between the answer and its candidates' latest reply (at most
 //!   64), once per weighing, and each candidate at those before its own task's reply. A
-//!   reply after an answer to a call in doubt scans its node's answers of the 100 ms before
-//!   it and before its shifted time (at most 64 of the kind each).
+//!   reply after an answer, its task's calls in doubt, scans its node's answers of the
+//!   100 ms before it and before its shifted time (at most 64 of the kind each), and fits
+//!   the learned gaps anew (O(bins)) at most once every 64 replies of its type.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -285,10 +287,10 @@ pub struct Linked {
     /// at least [`TYPICAL_FLOOR`] as typical counting as fully typical; for a type with too
     /// few clean gaps to learn from, the share of its unclean gaps that are whole, by how
     /// often its gaps are clean against how often windows as long are
-    /// ([`TypicalDelay::clean_share`]). And where the task's latest call was in doubt, the
-    /// reply's gap after that call's answer is evidence for or against the call
-    /// (`Linker::reply_gap`), which may raise it above [`ONE`] (up to `1/w` for a call of
-    /// probability `w`). `paths` weighs the instances holding it by this: a reply far later
+    /// ([`TypicalDelay::clean_share`]). And where the calls given to the task were in doubt,
+    /// the reply's gap after the latest one's answer is evidence for or against them
+    /// (`Linker::reply_gap`), which may raise it above [`ONE`] (up to `1/w` for calls of
+    /// probability `w` together). `paths` weighs the instances holding it by this: a reply far later
     /// than complete tasks of its kind reply, with a call of its node made and answered in
     /// between, says its task lost that call to another. [`ONE`] for every other message,
     /// and while nothing is learned.
@@ -662,8 +664,9 @@ struct Task {
     /// The request and the answers to the calls made for it: (receive time, id, the
     /// sender's key in link types, whether a request), by receive time.
     arrivals: TaskArrivals,
-    /// Its latest call so far: (send time, the probability `link` gave its cause).
-    latest_call: Option<(Time, f32)>,
+    /// The probability that every call given to it so far is its: the product of the
+    /// probabilities `link` gave their causes.
+    chain: f32,
     /// How many calls were given to it so far.
     calls: u8,
 }
@@ -852,18 +855,22 @@ const CLEAN_EVIDENCE: f64 = 20.0;
 
 /// The parents at a reply's gap ([`Linker::reply_gap`]) are counted this many standard
 /// deviations below the excess of answers there over the null
-/// ([`CausalDensity::likelihood_ratio`]): on Project 5's multi-tier trace at parallelism 45,
-/// 0 and 0.5 put the report paths above the wrong login paths by expected / √count, 1, 1.5
-/// and 2 did not; the delay error was 13.9%, 11.7%, 11.7%, 13.3% and 14.7%.
+/// ([`CausalDensity::likelihood_ratio`], which fits the parents' gaps to what stands out):
+/// on Project 5's multi-tier trace at parallelism 45, 0, 0.25, 0.5, 0.75, 1 and 1.5 gave
+/// a largest per-node delay error of 8.3%, 8.1%, 8.0%, 8.5%, 9.5% and 11.2%, every one of
+/// them no false negative beyond 1 among the top N by either ranking.
 const REPLY_GAP_SIGMAS: f64 = 0.5;
 /// A reply's gaps are learned from the answers of its kind at most this long before it (and
 /// before its shifted time); a longer gap is not judged...
 const REPLY_GAP_BACK_NS: Time = 100_000_000;
 /// ... and from at most this many of them.
 const MAX_REPLY_GAP_SCAN: usize = 64;
-/// Only replies whose task's latest call was given to it with less than this probability
-/// are judged by their gaps, and learned from.
+/// Only replies whose task's calls were all given to it with less than this probability
+/// (the product of theirs) are judged by their gaps, and learned from.
 const REPLY_GAP_DOUBT: f64 = 0.9;
+/// The number of calls under which a reply type's gaps are also learned pooled over all
+/// numbers of calls.
+const POOLED_CALLS: u8 = u8::MAX;
 
 /// A gap is tested for being clean ([`Linker::clean`]) over at most this many of its
 /// node's sends; a gap holding more is taken as not clean.
@@ -1041,7 +1048,7 @@ impl Linker {
                     reply_ns,
                     served: endpoint_key(&a.dst_endpoint),
                     arrivals: smallvec::smallvec![entry],
-                    latest_call: None,
+                    chain: 1.0,
                     calls: 0,
                 },
             );
@@ -1722,14 +1729,18 @@ impl Linker {
     /// links, so that tasks given other tasks' answers cannot teach their gaps (the gap
     /// densities of the end fit learn from the links, and did). The gap's likelihood ratio
     /// `λ` ([`CausalDensity::likelihood_ratio`], the excess taken [`REPLY_GAP_SIGMAS`] low)
-    /// is evidence about the task's latest call, against the other tasks it might have been
-    /// given to (their answers taken as chance's), as likely as `link` found them (`w`): by
-    /// Bayes the call is right with probability `w·λ / (w·λ + 1 − w)`, so the instance,
-    /// which counted the call at about `w`, counts `λ / (w·λ + 1 − w)` times as much (at
-    /// least [`TYPICAL_FLOOR`]; at most `1/w`). A call that was hard to place loses its
-    /// task's instances to an untypical gap and regains what its doubt cost at a typical
-    /// one; a call that was not in doubt is not judged (a rare pattern's gap shows little
-    /// excess on a busy node, but its calls are not in doubt).
+    /// is evidence about the calls given to the task, all of which must be its for the gap
+    /// to be its reply's (a task given another's first call carries that task's later
+    /// calls, each of them placed with certainty), against the other tasks they might have
+    /// been given to (their answers taken as chance's), as likely as `link` found them
+    /// together (`w`, the product of their probabilities): by Bayes they are right with
+    /// probability `w·λ / (w·λ + 1 − w)`, so the instance, which counted them at about `w`,
+    /// counts `λ / (w·λ + 1 − w)` times as much (at least [`TYPICAL_FLOOR`]; at most `1/w`).
+    /// Calls that were hard to place lose their task's instances to an untypical gap and
+    /// regain what their doubt cost at a typical one; calls not in doubt are not judged (a
+    /// rare pattern's gap shows little excess on a busy node, but its calls are not in
+    /// doubt). A number of calls too rare to have [`MATCH_SAMPLES`] replies is judged by the
+    /// gaps pooled over all numbers.
     fn reply_gap(&mut self, p: &Prep, latest: &Candidate) -> f64 {
         let Some(task) = p.answers.and_then(|t| self.tasks.get(&t)) else {
             return 1.0;
@@ -1743,31 +1754,38 @@ impl Linker {
         else {
             return 1.0;
         };
-        let w = task.latest_call.map_or(1.0, |(_, w)| f64::from(w));
+        let w = f64::from(task.chain);
         if latest.delay > REPLY_GAP_BACK_NS || w >= REPLY_GAP_DOUBT {
             return 1.0;
         }
-        let kind = FixedState::with_seed(0x7368_6170).hash_one((latest.kind, task.calls.min(4)));
+        let hasher = FixedState::with_seed(0x7368_6170);
+        let kind = hasher.hash_one((latest.kind, task.calls.min(4)));
+        let pooled = hasher.hash_one((latest.kind, POOLED_CALLS));
         let window = self.config.delay_window_ns;
-        let typical = match self
-            .reply_gaps
-            .get(&kind)
-            .filter(|d| d.samples() >= MATCH_SAMPLES && !stale(d.last_ns, window, p.event_ns))
+        let matured = |d: &CausalDensity| {
+            d.samples() >= MATCH_SAMPLES && !stale(d.last_ns, window, p.event_ns)
+        };
+        let judge = if self.reply_gaps.get(&kind).is_some_and(matured) {
+            Some(kind)
+        } else {
+            Some(pooled).filter(|k| self.reply_gaps.get(k).is_some_and(matured))
+        };
+        let typical = match judge
+            .and_then(|k| self.reply_gaps.get_mut(&k))
+            .and_then(|d| d.likelihood_ratio(latest.delay as f64, REPLY_GAP_SIGMAS))
         {
-            Some(d) => match d.likelihood_ratio(latest.delay as f64, REPLY_GAP_SIGMAS) {
-                Some(lr) => (lr / (w * lr + 1.0 - w)).max(TYPICAL_FLOOR),
-                None => 1.0,
-            },
+            Some(lr) => (lr / (w * lr + 1.0 - w)).max(TYPICAL_FLOOR),
             None => 1.0,
         };
         // Learn: the answers of that kind before the reply, and before the shifted time
-        // (only gaps the shifted scan could see are compared).
+        // (only gaps the shifted scan could see are compared), under the task's number of
+        // calls and pooled over all numbers (what a number too rare to have matured is
+        // judged by).
         let shift = self.null_shift(p.id);
         let first = self.first_local(p);
         if p.at > shift && p.at - shift > first {
             let seen_back = (p.at - shift - first).min(REPLY_GAP_BACK_NS);
-            let memory = self.config.causal_memory;
-            let d = causal_at(&mut self.reply_gaps, kind, (window, p.event_ns), memory);
+            let mut gaps: SmallVec<[(Time, bool); 2 * MAX_REPLY_GAP_SCAN]> = SmallVec::new();
             if let Some(list) = self.answers.get(&p.from) {
                 for (at, null) in [(p.at, false), (p.at - shift, true)] {
                     let end = partition_point_from_back(list, |a| a.0 < at);
@@ -1781,15 +1799,22 @@ impl Linker {
                             continue;
                         }
                         found += 1;
-                        if null {
-                            d.add_null(gap as f64, 1.0);
-                        } else {
-                            d.add_candidate(gap as f64, 1.0);
-                        }
+                        gaps.push((gap, null));
                     }
                 }
             }
-            d.step(p.event_ns);
+            let memory = self.config.causal_memory;
+            for k in [kind, pooled] {
+                let d = causal_at(&mut self.reply_gaps, k, (window, p.event_ns), memory);
+                for &(gap, null) in &gaps {
+                    if null {
+                        d.add_null(gap as f64, 1.0);
+                    } else {
+                        d.add_candidate(gap as f64, 1.0);
+                    }
+                }
+                d.step(p.event_ns);
+            }
         }
         typical
     }
@@ -2142,9 +2167,7 @@ impl Linker {
         };
         if let (Some(t), Some(w)) = (self.tasks.get_mut(&task), call_weight) {
             t.calls = t.calls.saturating_add(1);
-            if t.latest_call.is_none_or(|(at, _)| at <= s) {
-                t.latest_call = Some((s, w as f32));
-            }
+            t.chain *= w as f32;
         }
         let Some(log) = self.conns.get_mut(&(node, conn)).map(|c| &mut c.sends) else {
             return;
