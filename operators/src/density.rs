@@ -415,9 +415,11 @@ impl CausalDensity {
         }
     }
 
-    /// The evidence it holds: the (faded) number of parents seen, as the excess of
-    /// candidates over the null.
-    pub fn evidence(&self) -> f64 {
+    /// The (faded) excess of candidates over the null over all delays: what
+    /// [`CausalDensity::likelihood_ratio`] once counted the parents by, and what a deficit
+    /// away from the mode cancels (tests show it).
+    #[cfg(test)]
+    fn evidence(&self) -> f64 {
         ((self.candidates.total - self.null.total) / self.increment).max(0.0)
     }
 
@@ -566,6 +568,16 @@ impl CausalDensity {
 mod tests {
     use super::*;
 
+    /// Ten chance answers over 0-20 ms before reply `i`, the same at its shifted time,
+    /// shifted a little per reply so that every bin gets some.
+    fn add_chance(d: &mut CausalDensity, i: u64) {
+        for k in 0..10u64 {
+            let at = ((k * 2_000_000 + i * 7_919) % 20_000_000) as f64 + 100_000.0;
+            d.add_candidate(at, 1.0);
+            d.add_null(at, 1.0);
+        }
+    }
+
     /// Replies on a busy node: before each, one parent 1 ms back and ten other answers spread
     /// over 0-20 ms, at both the reply and its shifted time. At 1 ms a gap is far likelier
     /// for a parent than by chance; at 5 ms, where only chance puts answers, it is not,
@@ -576,13 +588,7 @@ mod tests {
         assert_eq!(d.likelihood_ratio(1e6, 0.5), None, "nothing seen");
         for i in 0..5_000u64 {
             d.add_candidate(1e6, 1.0);
-            for k in 0..10u64 {
-                // The same spread of chance candidates at both times, shifted a little per
-                // reply so that every bin gets some.
-                let at = ((k * 2_000_000 + i * 7_919) % 20_000_000) as f64 + 100_000.0;
-                d.add_candidate(at, 1.0);
-                d.add_null(at, 1.0);
-            }
+            add_chance(&mut d, i);
             d.step(i);
         }
         let at_parents = d.likelihood_ratio(1e6, 0.5).unwrap_or(0.0);
@@ -607,11 +613,7 @@ mod tests {
                 d.add_candidate(3e6, 1.0);
             }
             d.add_null(50e6, 1.0);
-            for k in 0..10u64 {
-                let at = ((k * 2_000_000 + i * 7_919) % 20_000_000) as f64 + 100_000.0;
-                d.add_candidate(at, 1.0);
-                d.add_null(at, 1.0);
-            }
+            add_chance(&mut d, i);
             d.step(i);
         }
         assert!(d.evidence() < 300.0, "{}", d.evidence());
