@@ -509,13 +509,11 @@ impl CausalDensity {
     /// The normal over bins fitted to the main mode of the excess: the windows around the
     /// largest excess, up to [`FIT_GAP_BINS`] empty windows apart. `sd` 0 if none.
     fn fit_mode(&self, sigmas: f64) -> Fit {
-        let excess: Vec<f64> = (0..BINS)
-            .map(|b| {
-                let c = self.candidates.window(b) / self.increment;
-                let n = self.null.window(b) / self.increment;
-                (c - n - sigmas * (c + n).sqrt()).max(0.0)
-            })
-            .collect();
+        let excess: [f64; BINS] = std::array::from_fn(|b| {
+            let c = self.candidates.window(b) / self.increment;
+            let n = self.null.window(b) / self.increment;
+            (c - n - sigmas * (c + n).sqrt()).max(0.0)
+        });
         let none = Fit {
             sigmas,
             mean: 0.0,

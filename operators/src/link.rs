@@ -902,6 +902,12 @@ struct Matching {
     assign: Assign,
 }
 
+/// Whether a learned causal density may be weighed by at `t`: it has seen [`MATCH_SAMPLES`]
+/// candidates and is not [`stale`].
+fn matured(d: &CausalDensity, window: Time, t: Time) -> bool {
+    d.samples() >= MATCH_SAMPLES && !stale(d.last_ns, window, t)
+}
+
 /// The link type under which the gaps of `kind` are learned.
 fn gap_type(kind: u64) -> u64 {
     kind ^ 0x6761_7020_6761_7020
@@ -1762,14 +1768,12 @@ impl Linker {
         let kind = hasher.hash_one((latest.kind, task.calls.min(4)));
         let pooled = hasher.hash_one((latest.kind, POOLED_CALLS));
         let window = self.config.delay_window_ns;
-        let matured = |d: &CausalDensity| {
-            d.samples() >= MATCH_SAMPLES && !stale(d.last_ns, window, p.event_ns)
+        let ready = |k: &u64| {
+            self.reply_gaps
+                .get(k)
+                .is_some_and(|d| matured(d, window, p.event_ns))
         };
-        let judge = if self.reply_gaps.get(&kind).is_some_and(matured) {
-            Some(kind)
-        } else {
-            Some(pooled).filter(|k| self.reply_gaps.get(k).is_some_and(matured))
-        };
+        let judge = [kind, pooled].into_iter().find(ready);
         let typical = match judge
             .and_then(|k| self.reply_gaps.get_mut(&k))
             .and_then(|d| d.likelihood_ratio(latest.delay as f64, REPLY_GAP_SIGMAS))
@@ -1843,9 +1847,8 @@ impl Linker {
     /// The learned causal density of `kind` at `t`, if it has seen [`MATCH_SAMPLES`]
     /// candidates and is not stale: what a match window's assignment may weigh by.
     fn matured(&self, kind: u64, t: Time) -> Option<&CausalDensity> {
-        self.causal.get(&kind).filter(|d| {
-            d.samples() >= MATCH_SAMPLES && !stale(d.last_ns, self.config.delay_window_ns, t)
-        })
+        let window = self.config.delay_window_ns;
+        self.causal.get(&kind).filter(|d| matured(d, window, t))
     }
 
     /// Decides the sends one node made in one match window ([`LinkConfig::match_window_ns`]),
