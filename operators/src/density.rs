@@ -355,9 +355,10 @@ impl TypicalDelay {
 /// That excess is read through a fitted model, not bin by bin ([`CausalDensity::probability`]):
 /// the parents' delays are a normal over the log bins fitted to the main mode of the excess
 /// (each window's excess taken [`PROBABILITY_SIGMAS`] standard deviations low), so that a
-/// bump chance makes in the excess of a busy node is not read as parents. Unlike [`DelayDensity`], nothing learned feeds back into what is learned, so a busy node
-/// cannot talk itself into the wrong delay; and a type that is often a candidate but never
-/// the parent learns that (no excess at any delay). The excess is a small difference of two
+/// bump chance makes in the excess of a busy node is not read as parents. Unlike
+/// [`DelayDensity`], nothing learned feeds back into what is learned, so a busy node cannot
+/// talk itself into the wrong delay; and a type that is often a candidate but never the
+/// parent learns that (no excess at any delay). The excess is a small difference of two
 /// large counts on a busy node, so it needs a long memory (`link` gives these densities
 /// twenty times its others'), and a window few candidates fell in is shrunk towards 0
 /// (`PRIOR`: 30).
@@ -405,6 +406,13 @@ struct Parents {
 /// smallest per-node delay errors of 1, 1.25, 1.5, 1.75 and 2, and kept false negatives
 /// within 1/N.
 const PROBABILITY_SIGMAS: f64 = 1.5;
+
+/// `total` times the share of a normal over the bins (`mean` and `sd` in bins) that lies in
+/// the window of bin `b` (±2 bins), taken as the density at `b` times the window's width.
+fn normal_window(total: f64, b: usize, mean: f64, sd: f64) -> f64 {
+    let z = (b as f64 - mean) / sd;
+    total * KERNEL.len() as f64 * (-0.5 * z * z).exp() / (sd * (2.0 * std::f64::consts::PI).sqrt())
+}
 
 /// A normal over the bins fitted to the excess of candidates over the null.
 #[derive(Clone, Copy, Debug)]
@@ -530,10 +538,8 @@ impl CausalDensity {
             return None;
         }
         let b = bin(delay_ns);
-        let n = self.null.window(b) / self.increment;
-        let z = (b as f64 - fit.mean) / fit.sd;
-        let share = KERNEL.len() as f64 * (-0.5 * z * z).exp()
-            / (fit.sd * (2.0 * std::f64::consts::PI).sqrt());
+        let (_, n) = self.windows(b);
+        let share = normal_window(1.0, b, fit.mean, fit.sd);
         // One null candidate more in every window: a gap the null never reached is not
         // infinitely likely.
         Some(share / ((n + 1.0) / null))
@@ -543,8 +549,7 @@ impl CausalDensity {
     /// largest excess, up to [`FIT_GAP_BINS`] empty windows apart. `sd` 0 if none.
     fn fit_mode(&self, sigmas: f64) -> Fit {
         let excess: [f64; BINS] = std::array::from_fn(|b| {
-            let c = self.candidates.window(b) / self.increment;
-            let n = self.null.window(b) / self.increment;
+            let (c, n) = self.windows(b);
             (c - n - sigmas * (c + n).sqrt()).max(0.0)
         });
         let none = Fit {
@@ -583,6 +588,14 @@ impl CausalDensity {
         }
     }
 
+    /// The candidates and the null in the window of bin `b` (±2 bins), in candidates.
+    fn windows(&self, b: usize) -> (f64, f64) {
+        (
+            self.candidates.window(b) / self.increment,
+            self.null.window(b) / self.increment,
+        )
+    }
+
     /// The parents fitted to the main mode of the excess, `None` if none stands out.
     fn fit_parents(&self) -> Option<Parents> {
         let fit = self.fit_mode(PROBABILITY_SIGMAS);
@@ -593,8 +606,7 @@ impl CausalDensity {
         let count: f64 = (0..BINS)
             .filter(|&b| ((b as f64 - fit.mean) / fit.sd).abs() <= 3.0)
             .map(|b| {
-                let c = self.candidates.window(b) / self.increment;
-                let n = self.null.window(b) / self.increment;
+                let (c, n) = self.windows(b);
                 (c - n).max(0.0)
             })
             .sum::<f64>()
@@ -610,13 +622,11 @@ impl CausalDensity {
         let Some(parents) = self.parents else {
             return 0.0;
         };
-        let c = self.candidates.window(b) / self.increment;
+        let (c, _) = self.windows(b);
         if c <= 0.0 {
             return 0.0;
         }
-        let z = (b as f64 - parents.mean) / parents.sd;
-        let here = parents.count * KERNEL.len() as f64 * (-0.5 * z * z).exp()
-            / (parents.sd * (2.0 * std::f64::consts::PI).sqrt());
+        let here = normal_window(parents.count, b, parents.mean, parents.sd);
         // A window few candidates fell in says little: as if PRIOR more, none of them
         // parents, were there (without it, one candidate is probability 1, and such a window
         // set the peak that `relative` divides by).
