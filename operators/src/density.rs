@@ -538,7 +538,7 @@ impl CausalDensity {
             return None;
         }
         let b = bin(delay_ns);
-        let (_, n) = self.windows(b);
+        let n = self.null.window(b) / self.increment;
         let share = normal_window(1.0, b, fit.mean, fit.sd);
         // One null candidate more in every window: a gap the null never reached is not
         // infinitely likely.
@@ -588,7 +588,8 @@ impl CausalDensity {
         }
     }
 
-    /// The candidates and the null in the window of bin `b` (±2 bins), in candidates.
+    /// The candidates and the null in the window of bin `b` (±2 bins), in candidates (for the
+    /// fits, which need both; a reading that needs one sums only that one).
     fn windows(&self, b: usize) -> (f64, f64) {
         (
             self.candidates.window(b) / self.increment,
@@ -622,7 +623,7 @@ impl CausalDensity {
         let Some(parents) = self.parents else {
             return 0.0;
         };
-        let (c, _) = self.windows(b);
+        let c = self.candidates.window(b) / self.increment;
         if c <= 0.0 {
             return 0.0;
         }
