@@ -89,6 +89,23 @@
 //!   linked against does not depend on how the frontier moved (the output is the same on any
 //!   number of workers). Candidates below `min_probability` are dropped unless they are the
 //!   most likely option; at most `max_candidates` (the most recent) are kept.
+//! - **Warm start** (beyond WAP5; `warmup_ns`, 0 by default here, 2 s from the command
+//!   line): until the frontier has passed the first `warmup_ns` of event time, nothing is
+//!   linked and the inputs are held; the warm-up is then linked once to learn from (that
+//!   output is dropped), and everything held is linked again, starting afresh but for what
+//!   was learned (causal, gap, reply-gap and typical-reply densities, port evidence). Early
+//!   decisions are otherwise made while the densities have seen little (WAP5's exponential,
+//!   which prefers the most recent candidate, decides a type's calls until it has seen
+//!   `MATCH_SAMPLES`): on the generator's multi-tier trace at parallelism 45 (seed 2), 83
+//!   of the 418 expected instances of a truncated login pattern came from its first
+//!   sixteenth.
+//!   With a 2 s warm start the per-node delay error there fell from 5.8%, 7.2% and 4.2% to
+//!   4.5%, 4.8% and 4.5% (generator seeds 1-3). Which inputs the warm-up covers depends
+//!   neither on timing nor on the number of workers ([`WarmStart`]), but what it learned
+//!   does a little: each worker's port classifier sees only its own nodes (which leaves the
+//!   expected counts a cold start gives different in the low digits), and the gap densities
+//!   carry that into the first decisions after the warm-up (on a 100,000-message trace at
+//!   parallelism 1.6, 7 of 26,283 instances in other patterns on two workers than on one).
 //! - **State**: the sends of each node's open match window (closed, decided and freed as the
 //!   frontier passes the window's end; the capability is held at the first open window's
 //!   start); per node, the arrivals of the last `x` plus the allowed lateness, and per
@@ -105,8 +122,11 @@
 //!   density or delay estimate unseen for `delay_window_ns`, and a node's first-arrival time after a lull, are forgotten when next
 //!   used, and swept only once every later message would forget them too, so that what a
 //!   message is weighed by does not depend on when the sweeps ran. Memory follows the message
-//!   rate times `x`, never the length of the input.
-//! - **Cost**: per message, a hash, binary searches on its connection's sends and receives,
+//!   rate times `x`, never the length of the input. During a warm start, the inputs held
+//!   (at most `warmup_max`), as the reorder buffers would hold them, and for its first pass a
+//!   copy of those of the warm-up, freed with it.
+//! - **Cost**: the warm-up is linked twice. Per message, a hash, binary searches on its
+//!   connection's sends and receives,
 //!   and two scans over the arrivals of its sender within `x` (at most `8 · max_candidates`
 //!   each: at the send and at the null's time).
 //!   Each arrival carries its task and a copy of the task's reply time, so the scan passes
@@ -216,6 +236,13 @@ pub struct LinkConfig {
     /// cost, each cause taking one call (a further one at a penalty), instead of each call
     /// taking the cause that fits it best and leaving the rest to the next.
     pub match_window_ns: Time,
+    /// Warm start: the first this much event time is linked twice, the second time with
+    /// what the densities learned the first (0: once, as it comes). Its output waits until
+    /// then.
+    pub warmup_ns: Time,
+    /// The most inputs (each message twice: as a child and as an arrival) a warm start
+    /// holds; it ends early when they are reached.
+    pub warmup_max: usize,
 }
 
 impl LinkConfig {
@@ -258,6 +285,8 @@ impl Default for LinkConfig {
             order_slack_ns: 500_000_000,
             null_shift_ns: 100_000_000,
             match_window_ns: 10_000_000,
+            warmup_ns: 0,
+            warmup_max: 2_000_000,
         }
     }
 }
@@ -993,6 +1022,46 @@ fn link_type(parent_from: u64, request: bool, node: u64, to: u64, reply: bool) -
 }
 
 impl Linker {
+    fn new(config: LinkConfig) -> Self {
+        Linker {
+            config,
+            node_tasks: FastMap::default(),
+            taskless: FastMap::default(),
+            one_sided: FastMap::default(),
+            estimates: FastMap::default(),
+            conns: FastMap::default(),
+            densities: FastMap::default(),
+            departures: FastMap::default(),
+            causal: FastMap::default(),
+            typical: FastMap::default(),
+            reply_gaps: FastMap::default(),
+            answers: FastMap::default(),
+            first_arrival: FastMap::default(),
+            tasks: FastMap::default(),
+            caused: FastMap::default(),
+            ports: Ports::with_idle(config.idle_ns),
+            last_expiry: 0,
+            last_sweep: 0,
+            scratch: Scratch::default(),
+            matching: Matching::default(),
+        }
+    }
+
+    /// A linker that starts afresh but for what this one learned: the causal delay, gap,
+    /// reply-gap and typical-reply densities, and the port evidence. (The delay estimates,
+    /// buckets of a sliding window in time order, start afresh too: they stand in only
+    /// while a type has not matured.)
+    fn relearned(self) -> Self {
+        Linker {
+            densities: self.densities,
+            causal: self.causal,
+            typical: self.typical,
+            reply_gaps: self.reply_gaps,
+            ports: self.ports,
+            ..Linker::new(self.config)
+        }
+    }
+
     // Arrivals come boxed from the reorder buffer; unboxing would copy them.
     #[allow(clippy::boxed_local)]
     fn insert(&mut self, mut a: Box<Arrival>) {
@@ -2297,21 +2366,43 @@ enum LinkInput {
     /// A message as a possible parent (boxed, like the message: timely batches records by
     /// bytes, so small records make large batches).
     Arrival(Box<Arrival>),
+    /// For a warm start ([`WarmStart`]), to worker `.1`: an event time no later than every
+    /// message's, sent to every worker whenever a worker sees an earlier message than it
+    /// has seen, so that every worker's warm-up starts at the same time.
+    Start(Time, u64),
 }
 
 impl LinkInput {
+    fn event_ns(&self) -> Time {
+        match self {
+            LinkInput::Child(_, _, m) => m.event_ns,
+            LinkInput::Arrival(a) => a.event_ns,
+            LinkInput::Start(t, _) => *t,
+        }
+    }
+
     fn node(&self) -> u64 {
         match self {
             LinkInput::Child(from, _, _) => *from,
             LinkInput::Arrival(a) => a.to,
+            // The exchange sends key `k` to worker `k` (of more than `k` workers).
+            LinkInput::Start(_, worker) => *worker,
         }
     }
 }
 
 impl<'scope> Link<'scope> for MessageStream<'scope> {
     fn link(self, config: LinkConfig) -> Stream<'scope, Time, Vec<Linked>> {
+        let peers = self.scope().peers() as u64;
+        let mut least: Option<Time> = None;
         // One stream of both roles, so that a message is moved, not copied, to its child role.
-        let inputs = self.flat_map(|m| {
+        let inputs = self.flat_map(move |m| {
+            let earliest = config.warmup_ns > 0 && least.is_none_or(|l| m.event_ns < l);
+            if earliest {
+                least = Some(m.event_ns);
+            }
+            let t = m.event_ns;
+            let starts = (0..if earliest { peers } else { 0 }).map(move |k| LinkInput::Start(t, k));
             let id = message_id(&m);
             let one_sided = m.recv_ns.is_none();
             let arrival = m.recv_ns.or(m.send_ns).map(|local_ns| {
@@ -2330,136 +2421,51 @@ impl<'scope> Link<'scope> for MessageStream<'scope> {
                 }))
             });
             let child = LinkInput::Child(node_key(&m.src), id, m);
-            arrival.into_iter().chain(std::iter::once(child))
+            starts.chain(arrival).chain(std::iter::once(child))
         });
         inputs.unary_frontier(
             Exchange::new(|i: &LinkInput| i.node()),
             "link",
             move |cap, _info| {
                 let mut held = Some(cap);
-                let mut linker = Linker {
-                    config,
-                    node_tasks: FastMap::default(),
-                    taskless: FastMap::default(),
-                    one_sided: FastMap::default(),
-                    estimates: FastMap::default(),
-                    conns: FastMap::default(),
-                    densities: FastMap::default(),
-                    departures: FastMap::default(),
-                    causal: FastMap::default(),
-                    typical: FastMap::default(),
-                    reply_gaps: FastMap::default(),
-                    answers: FastMap::default(),
-                    first_arrival: FastMap::default(),
-                    tasks: FastMap::default(),
-                    caused: FastMap::default(),
-                    ports: Ports::with_idle(config.idle_ns),
-                    last_expiry: 0,
-                    last_sweep: 0,
-                    scratch: Scratch::default(),
-                    matching: Matching::default(),
-                };
-                let mut windows = MatchWindows::default();
+                let mut pipeline = Pipeline::new(Linker::new(config));
+                let mut warm = (config.warmup_ns > 0).then(WarmStart::default);
                 let mut linked = Vec::new();
-                let mut waiting_children: Reorder<Box<Message>> = Reorder::default();
-                let mut waiting_arrivals: Reorder<Box<Arrival>> = Reorder::default();
-                // The sends themselves, known as early as the arrivals: (node, connection,
-                // send time).
-                let mut waiting_departures: Reorder<(u64, u64, Time, Time)> = Reorder::default();
                 move |(input, frontier), output| {
                     input.for_each(|_cap, batch| {
                         for i in batch.drain(..) {
-                            match i {
-                                LinkInput::Child(from, id, m) => {
-                                    if let Some(s) = m.send_ns {
-                                        let conn = end_key(&m.src_endpoint, &m.dst_endpoint);
-                                        waiting_departures.push(
-                                            m.event_ns,
-                                            id,
-                                            (from, conn, s, m.event_ns),
-                                        );
-                                    }
-                                    waiting_children.push(m.event_ns, id, m);
-                                }
-                                LinkInput::Arrival(a) => waiting_arrivals.push(a.event_ns, a.id, a),
+                            match warm.as_mut() {
+                                Some(w) => w.hold(i),
+                                None => pipeline.push(i),
                             }
                         }
                     });
                     let Some(cap) = held.as_mut() else { return };
                     let now = frontier.frontier().iter().next().copied();
-                    // Children wait `order_slack_ns` longer than arrivals. Both are taken in
-                    // one order, an arrival at `t` as if at `t - slack`, so that what a child
-                    // sees (arrivals, port evidence) does not depend on how the frontier moved.
-                    // Messages may come up to `lateness_ns` after the frontier has passed their
-                    // event time (upstream windows): a time counts as passed only that much
-                    // later, so that what is linked does not depend on timing.
-                    let slack = linker.config.order_slack_ns;
-                    let lag = linker.config.lateness_ns;
-                    let arrivals_bound = now.map(|n| n.saturating_sub(lag));
-                    let bound = now.map(|n| n.saturating_sub(lag.saturating_add(slack)));
-                    let mut session = output.session(&*cap);
-                    loop {
-                        // A match window closes like a child at its end: after the arrivals
-                        // of up to `slack` past it, before the children from its end on.
-                        let next_child = waiting_children.first().map(|(t, _)| t);
-                        let next_close = windows.next_close();
-                        let next = match (next_child, next_close) {
-                            (Some(c), Some(w)) => Some(c.min(w)),
-                            (c, w) => c.or(w),
-                        };
-                        let departure = waiting_departures
-                            .first()
-                            .filter(|(t, _)| arrivals_bound.is_none_or(|b| *t < b));
-                        if let Some((td, _)) = departure {
-                            if next.is_none_or(|tc| td.saturating_sub(slack) <= tc) {
-                                if let Some((_, _, (node, conn, send, event))) =
-                                    waiting_departures.pop_before(arrivals_bound)
-                                {
-                                    linker.depart(node, conn, send, event);
-                                }
-                                continue;
-                            }
-                        }
-                        let arrival = waiting_arrivals
-                            .first()
-                            .filter(|(t, _)| arrivals_bound.is_none_or(|b| *t < b));
-                        let child = next.filter(|t| bound.is_none_or(|b| *t < b));
-                        let take_arrival = match (arrival, child) {
-                            (Some((ta, _)), Some(tc)) => ta.saturating_sub(slack) <= tc,
-                            (Some(_), None) => true,
-                            (None, Some(_)) => false,
-                            (None, None) => break,
-                        };
-                        if take_arrival {
-                            if let Some((_, _, a)) = waiting_arrivals.pop_touching(arrivals_bound) {
-                                linker.insert(a);
-                            }
-                        } else if next_close.is_some_and(|w| next_child.is_none_or(|c| w <= c)) {
-                            if let Some(sends) = windows.close() {
-                                linker.flush(sends, &mut linked);
-                                session.give_iterator(linked.drain(..));
-                            }
-                        } else if let Some((_, id, m)) = waiting_children.pop_touching(bound) {
-                            let p = linker.prepare(id, &m);
-                            let width = linker.config.match_window_ns;
-                            if width > 0 && !p.root && p.only_from.is_none() {
-                                windows.push(p, m, width);
-                            } else {
-                                session.give(linker.link_now(&p, m));
-                            }
-                        }
+                    if let Some(w) = warm.take_if(|w| w.over(now, config)) {
+                        pipeline = w.finish(config);
                     }
-                    drop(session);
-                    // Sends waiting in a match window are linked at or after its start.
-                    let bound = match (bound, windows.first_start()) {
-                        (Some(b), Some(w)) => Some(b.min(w)),
-                        (b, w) => b.or(w),
-                    };
-                    if let Some(b) = bound {
-                        linker.expire(b);
+                    if let Some(w) = warm.as_ref() {
+                        // Nothing is linked before the warm-up is over: the capability stays
+                        // at the earliest event time anything still to come may have (the
+                        // earliest held, or one the frontier lets come late), not at the
+                        // start of time, which would hold the output frontier there and stop
+                        // the source reading ahead.
+                        let lag = config.lateness_ns;
+                        let floor = match (w.start, now) {
+                            (Some(s), Some(n)) => Some(s.min(n.saturating_sub(lag))),
+                            (None, Some(n)) => Some(n.saturating_sub(lag)),
+                            (s, None) => s,
+                        };
+                        if let Some(t) = floor.filter(|t| t > cap.time()) {
+                            cap.downgrade(&t);
+                        }
+                        return;
                     }
+                    pipeline.run(now, &mut linked);
+                    output.session(&*cap).give_iterator(linked.drain(..));
                     // Everything still to come is linked at or after `bound`.
-                    match bound {
+                    match pipeline.bound(now) {
                         Some(t) if t > *cap.time() => cap.downgrade(&t),
                         Some(_) => {}
                         None => held = None,
@@ -2467,6 +2473,202 @@ impl<'scope> Link<'scope> for MessageStream<'scope> {
                 }
             },
         )
+    }
+}
+
+/// A warm start (beyond WAP5): the inputs are held until the frontier has passed the first
+/// [`LinkConfig::warmup_ns`] of event time; those of the warm-up are then linked once, to
+/// learn from (the output dropped), and everything held is linked afresh with what was
+/// learned ([`Linker::relearned`]). Decisions early in a run are then made with densities
+/// that have seen a warm-up's worth of messages, not none (WAP5's exponential, which
+/// prefers the most recent candidate, stands in until a type has seen
+/// [`MATCH_SAMPLES`]; a type's learned density settles only after some thousands).
+///
+/// Which inputs the warm-up holds depends neither on timing nor on the number of workers:
+/// it ends once the frontier is past the earliest message's event time (on any worker: each
+/// worker tells every other the earliest it has seen, [`LinkInput::Start`]) plus the warm-up,
+/// plus `link`'s own lateness and slack, when every input before that is in; only
+/// [`LinkConfig::warmup_max`] held inputs end it sooner. Memory: the inputs up to then (as the reorder buffers would hold them),
+/// and for the first pass a copy of those of the warm-up, freed with it.
+#[derive(Default)]
+struct WarmStart {
+    inputs: Vec<LinkInput>,
+    /// The earliest event time of any message, as far as it is known.
+    start: Option<Time>,
+}
+
+impl WarmStart {
+    fn hold(&mut self, i: LinkInput) {
+        let t = i.event_ns();
+        self.start = Some(self.start.map_or(t, |s| s.min(t)));
+        if !matches!(i, LinkInput::Start(..)) {
+            self.inputs.push(i);
+        }
+    }
+
+    /// The frontier past which every input of the warm-up, and every input the first pass
+    /// could take in, is in.
+    fn end(&self, config: LinkConfig) -> Option<Time> {
+        self.start.map(|s| {
+            s.saturating_add(config.warmup_ns)
+                .saturating_add(config.lateness_ns)
+                .saturating_add(config.order_slack_ns)
+        })
+    }
+
+    /// Whether the warm-up is over: the frontier `now` has passed its [`Self::end`], or the
+    /// input has ended, or it holds [`LinkConfig::warmup_max`] inputs.
+    fn over(&self, now: Option<Time>, config: LinkConfig) -> bool {
+        let passed = match (now, self.end(config)) {
+            (None, _) => true,
+            (Some(n), Some(end)) => n >= end,
+            (Some(_), None) => false,
+        };
+        passed || self.inputs.len() >= config.warmup_max
+    }
+
+    /// Links the warm-up to learn from it, and returns a pipeline that holds every input
+    /// again, to be linked with what was learned.
+    fn finish(self, config: LinkConfig) -> Pipeline {
+        let mut first = Pipeline::new(Linker::new(config));
+        if let Some(end) = self.end(config) {
+            // With the frontier at `end`, the first pass takes in what comes before `end`
+            // less `link`'s lateness (arrivals and sends; children up to `slack` before).
+            let reach = end.saturating_sub(config.lateness_ns);
+            for i in self.inputs.iter().filter(|i| i.event_ns() < reach) {
+                first.push(i.clone());
+            }
+            let mut dropped = Vec::new();
+            first.run(Some(end), &mut dropped);
+        }
+        let mut pipeline = Pipeline::new(first.linker.relearned());
+        for i in self.inputs {
+            pipeline.push(i);
+        }
+        pipeline
+    }
+}
+
+/// The linker with its inputs waiting in event-time order and its open match windows.
+struct Pipeline {
+    linker: Linker,
+    windows: MatchWindows,
+    children: Reorder<Box<Message>>,
+    arrivals: Reorder<Box<Arrival>>,
+    /// The sends themselves, known as early as the arrivals: (node, connection, send time,
+    /// event time).
+    departures: Reorder<(u64, u64, Time, Time)>,
+}
+
+impl Pipeline {
+    fn new(linker: Linker) -> Self {
+        Pipeline {
+            linker,
+            windows: MatchWindows::default(),
+            children: Reorder::default(),
+            arrivals: Reorder::default(),
+            departures: Reorder::default(),
+        }
+    }
+
+    fn push(&mut self, i: LinkInput) {
+        match i {
+            LinkInput::Child(from, id, m) => {
+                if let Some(s) = m.send_ns {
+                    let conn = end_key(&m.src_endpoint, &m.dst_endpoint);
+                    self.departures
+                        .push(m.event_ns, id, (from, conn, s, m.event_ns));
+                }
+                self.children.push(m.event_ns, id, m);
+            }
+            LinkInput::Arrival(a) => self.arrivals.push(a.event_ns, a.id, a),
+            LinkInput::Start(..) => {}
+        }
+    }
+
+    /// The time below which everything is linked, with the frontier at `now`.
+    fn bound(&self, now: Option<Time>) -> Option<Time> {
+        let lag = self.linker.config.lateness_ns;
+        let slack = self.linker.config.order_slack_ns;
+        let bound = now.map(|n| n.saturating_sub(lag.saturating_add(slack)));
+        // Sends waiting in a match window are linked at or after its start.
+        match (bound, self.windows.first_start()) {
+            (Some(b), Some(w)) => Some(b.min(w)),
+            (b, w) => b.or(w),
+        }
+    }
+
+    /// Links what the frontier at `now` lets through, into `linked`; returns [`Self::bound`].
+    fn run(&mut self, now: Option<Time>, linked: &mut Vec<Linked>) -> Option<Time> {
+        let linker = &mut self.linker;
+        let windows = &mut self.windows;
+        // Children wait `order_slack_ns` longer than arrivals. Both are taken in one order,
+        // an arrival at `t` as if at `t - slack`, so that what a child sees (arrivals, port
+        // evidence) does not depend on how the frontier moved. Messages may come up to
+        // `lateness_ns` after the frontier has passed their event time (upstream windows): a
+        // time counts as passed only that much later, so that what is linked does not depend
+        // on timing.
+        let slack = linker.config.order_slack_ns;
+        let lag = linker.config.lateness_ns;
+        let arrivals_bound = now.map(|n| n.saturating_sub(lag));
+        let bound = now.map(|n| n.saturating_sub(lag.saturating_add(slack)));
+        loop {
+            // A match window closes like a child at its end: after the arrivals of up to
+            // `slack` past it, before the children from its end on.
+            let next_child = self.children.first().map(|(t, _)| t);
+            let next_close = windows.next_close();
+            let next = match (next_child, next_close) {
+                (Some(c), Some(w)) => Some(c.min(w)),
+                (c, w) => c.or(w),
+            };
+            let departure = self
+                .departures
+                .first()
+                .filter(|(t, _)| arrivals_bound.is_none_or(|b| *t < b));
+            if let Some((td, _)) = departure {
+                if next.is_none_or(|tc| td.saturating_sub(slack) <= tc) {
+                    if let Some((_, _, (node, conn, send, event))) =
+                        self.departures.pop_before(arrivals_bound)
+                    {
+                        linker.depart(node, conn, send, event);
+                    }
+                    continue;
+                }
+            }
+            let arrival = self
+                .arrivals
+                .first()
+                .filter(|(t, _)| arrivals_bound.is_none_or(|b| *t < b));
+            let child = next.filter(|t| bound.is_none_or(|b| *t < b));
+            let take_arrival = match (arrival, child) {
+                (Some((ta, _)), Some(tc)) => ta.saturating_sub(slack) <= tc,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (None, None) => break,
+            };
+            if take_arrival {
+                if let Some((_, _, a)) = self.arrivals.pop_touching(arrivals_bound) {
+                    linker.insert(a);
+                }
+            } else if next_close.is_some_and(|w| next_child.is_none_or(|c| w <= c)) {
+                if let Some(sends) = windows.close() {
+                    linker.flush(sends, linked);
+                }
+            } else if let Some((_, id, m)) = self.children.pop_touching(bound) {
+                let p = linker.prepare(id, &m);
+                let width = linker.config.match_window_ns;
+                if width > 0 && !p.root && p.only_from.is_none() {
+                    windows.push(p, m, width);
+                } else {
+                    linked.push(linker.link_now(&p, m));
+                }
+            }
+        }
+        let bound = self.bound(now);
+        if let Some(b) = bound {
+            self.linker.expire(b);
+        }
+        bound
     }
 }
 
@@ -2599,13 +2801,15 @@ mod tests {
     /// time leave the gap densities little to blur. What the look-ahead changes, at 46
     /// tasks in flight, is measured by `benches/accuracy.rs`; here it must not break what
     /// worked.)
-    #[test]
-    fn a_call_goes_to_the_task_whose_end_fits_it() {
+    /// Pairs of tasks at B, one pair every 10 ms (see
+    /// [`a_call_goes_to_the_task_whose_end_fits_it`]); the messages in time order, and for
+    /// each pair the ids of its C calls with their true parents.
+    fn tasks_x_and_y(pairs: u64) -> (Vec<Message>, Vec<[(u64, u64); 2]>) {
         const MS: Time = 1_000_000;
         const US: Time = 1_000;
         let mut messages = Vec::new();
         let mut truth = Vec::new();
-        for i in 0..400u64 {
+        for i in 0..pairs {
             let t = 1_000 * MS + i * 10 * MS;
             let (x, y) = (
                 format!("10.1.0.{}:{}", i % 200 + 1, 40000 + 2 * i),
@@ -2633,26 +2837,117 @@ mod tests {
             let answer_d = msg("10.0.0.4:6379", &dx, sx + 3 * MS - 10 * US, sx + 3 * MS);
             let reply_x = msg("10.0.0.2:80", &x, sx + 4 * MS, sx + 4 * MS + 50 * US);
             let reply_y = msg("10.0.0.2:80", &y, sy + 2_400 * US, sy + 2_450 * US);
-            if i >= 100 {
-                truth.push((message_id(&call_x), message_id(&request_x)));
-                truth.push((message_id(&call_y), message_id(&request_y)));
-            }
+            truth.push([
+                (message_id(&call_x), message_id(&request_x)),
+                (message_id(&call_y), message_id(&request_y)),
+            ]);
             messages.extend([
                 request_x, request_y, call_x, call_y, answer_x, answer_y, call_d, answer_d,
                 reply_x, reply_y,
             ]);
         }
         messages.sort_by_key(|m| m.event_ns);
-        let out = run(messages);
+        (messages, truth)
+    }
+
+    /// How many of `truth`'s calls `out` gives their own task.
+    fn right_calls(out: &[Linked], truth: &[[(u64, u64); 2]]) -> usize {
         let best: FastMap<u64, Option<u64>> = out.iter().map(|l| (l.id, l.best)).collect();
-        let right = truth
+        truth
             .iter()
+            .flatten()
             .filter(|(call, request)| best.get(call) == Some(&Some(*request)))
-            .count();
+            .count()
+    }
+
+    /// Pairs of tasks at B: X calls C and then D before it replies, Y calls C and replies.
+    /// Their C calls leave together, as long after either request; what tells them apart
+    /// is how each task ends: X's C answer is followed by its D call, Y's by its reply.
+    /// (This holds with the gap weighed without looking a call ahead too: two tasks at a
+    /// time leave the gap densities little to blur. What the look-ahead changes, at 46
+    /// tasks in flight, is measured by `benches/accuracy.rs`; here it must not break what
+    /// worked.) The first 100 pairs are left out: they come while the densities learn.
+    #[test]
+    fn a_call_goes_to_the_task_whose_end_fits_it() {
+        let (messages, truth) = tasks_x_and_y(400);
+        let out = run(messages);
+        let right = right_calls(&out, &truth[100..]);
         assert!(
-            right as f64 >= 0.95 * truth.len() as f64,
-            "{right} of {} C calls given their own task",
-            truth.len()
+            right as f64 >= 0.95 * 600.0,
+            "{right} of 600 C calls given their own task"
+        );
+    }
+
+    /// Every 10 ms, a request X comes to B and B calls C 3 ms later for it; another request,
+    /// Y, comes in between (0.2 to 2.7 ms before the call, spread evenly), stays open past
+    /// the call's answer and is replied to without a call. WAP5's exponential, which stands
+    /// in while nothing is learned, takes the more recent Y; the learned density, X. With a
+    /// warm start over the first second (100 requests), the first calls are linked with
+    /// what the warm-up taught, as well as the later ones; every message is linked once.
+    #[test]
+    fn a_warm_start_links_the_first_calls_with_what_the_warm_up_taught() {
+        const MS: Time = 1_000_000;
+        const US: Time = 1_000;
+        let mut messages = Vec::new();
+        let mut truth = Vec::new();
+        for i in 0..400u64 {
+            let t = 1_000 * MS + i * 10 * MS;
+            let (x, y) = (
+                format!("10.1.0.{}:{}", i % 200 + 1, 40000 + 2 * i),
+                format!("10.1.0.{}:{}", i % 200 + 1, 40001 + 2 * i),
+            );
+            let cx = format!("10.0.0.2:{}", 20000 + i);
+            let decoy = 200 * US + (i * 7_919) % 2_500 * US;
+            let request_x = msg(&x, "10.0.0.2:80", t - 50 * US, t);
+            let request_y = msg(
+                &y,
+                "10.0.0.2:80",
+                t + 3 * MS - decoy - 50 * US,
+                t + 3 * MS - decoy,
+            );
+            let call = msg(&cx, "10.0.0.3:5432", t + 3 * MS, t + 3 * MS + 10 * US);
+            let answer = msg("10.0.0.3:5432", &cx, t + 3_490 * US, t + 3_500 * US);
+            let reply_x = msg("10.0.0.2:80", &x, t + 4_500 * US, t + 4_550 * US);
+            let reply_y = msg("10.0.0.2:80", &y, t + 6 * MS, t + 6 * MS + 50 * US);
+            truth.push((message_id(&call), message_id(&request_x)));
+            messages.extend([request_x, request_y, call, answer, reply_x, reply_y]);
+        }
+        messages.sort_by_key(|m| m.event_ns);
+        let warm_start = LinkConfig {
+            warmup_ns: 1_000 * MS,
+            ..LinkConfig::default()
+        };
+        let (cold, warm) = (
+            run(messages.clone()),
+            run_with(messages.clone(), warm_start),
+        );
+        let mut ids: Vec<u64> = warm.iter().map(|l| l.id).collect();
+        ids.sort_unstable();
+        let mut all: Vec<u64> = messages.iter().map(message_id).collect();
+        all.sort_unstable();
+        assert_eq!(ids, all);
+        let right = |out: &[Linked], truth: &[(u64, u64)]| {
+            let best: FastMap<u64, Option<u64>> = out.iter().map(|l| (l.id, l.best)).collect();
+            truth
+                .iter()
+                .filter(|(call, request)| best.get(call) == Some(&Some(*request)))
+                .count()
+        };
+        let (cold_first, warm_first) = (right(&cold, &truth[..100]), right(&warm, &truth[..100]));
+        let (cold_later, warm_later) = (right(&cold, &truth[100..]), right(&warm, &truth[100..]));
+        assert!(
+            warm_first >= 95 && cold_first < 50,
+            "first 100 calls: {warm_first} right with a warm start, {cold_first} without"
+        );
+        // Y stays a plausible parent here, and the later calls come out about as right
+        // either way (183 and 192 of 300 when written): the gap densities learned from the
+        // first pass's decisions, made while the causal densities were young, carry over
+        // with them. Carrying over the causal densities alone put the later calls at 290,
+        // but on the generator's multi-tier trace at parallelism 45 the gaps then had to be
+        // learned afresh and the per-node delay error rose from 4.5% to 9.2%.
+        assert!(
+            warm_later as f64 >= 0.9 * cold_later as f64,
+            "later 300 calls: {warm_later} right with a warm start, {cold_later} without"
         );
     }
 
