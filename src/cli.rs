@@ -675,6 +675,16 @@ pub struct AnalyzeArgs {
     /// ones did as well at any of them).
     #[arg(long, value_name = "DURATION", default_value = "10ms", value_parser = parse_duration, help_heading = "Paths")]
     pub match_window: Duration,
+    /// Linking: a warm start. The first DURATION of event time is linked twice: once to learn
+    /// the nodes' causal delays, and again, with what was learned, for the output, which
+    /// waits until then, and the first DURATION costs twice the work. Early decisions are
+    /// otherwise made while the learned delays have seen little (on Project 5's multi-tier
+    /// trace at parallelism 45 the worst per-node delay error fell from 5.8-7.2% to
+    /// 4.5-4.8%). At most two million inputs are held (each message counts twice); the
+    /// warm-up ends early when they are reached. `0s` links once, as it comes. [default: 2s;
+    /// 0s when every input is a --live sniffer, which reports as soon as it can]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, help_heading = "Paths")]
+    pub warmup: Option<Duration>,
     /// Linking: how each node pair's mean causal delay is estimated.
     #[arg(long, value_enum, default_value_t = DelayEstimateArg::Smallest, help_heading = "Paths")]
     pub delay_estimate: DelayEstimateArg,

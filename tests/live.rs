@@ -144,11 +144,13 @@ fn tshark_count(capture: &Path, filter: &str) -> usize {
 }
 
 /// The analysis settings every run shares (live and replays): a single clock, so a short
-/// lateness and reconciliation window (the live defaults, given explicitly so that the
-/// replays use them too), and an application that answers in milliseconds: a node holds a
+/// lateness and reconciliation window, and no warm start (the live defaults, given
+/// explicitly so that the replays use them too), and an application that answers in milliseconds: a node holds a
 /// message at most 500 ms before sending what it caused (the pattern of a request is known
 /// that long after it at the earliest).
-const ANALYSIS: [&str; 8] = [
+const ANALYSIS: [&str; 10] = [
+    "--warmup",
+    "0s",
     "--lateness",
     "250ms",
     "--reconcile-window",

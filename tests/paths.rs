@@ -290,7 +290,11 @@ fn patterns_do_not_depend_on_workers_or_timing() {
 /// or less as the work is spread: at 100,000 messages four patterns' counts then differed
 /// between one and two workers (and on the harness's 4.7 million, with the interval of its
 /// sweeps). The expected counts are compared to 5% of a pattern's: they may differ in the
-/// low digits between worker counts (see the note in `docs/performance.md`).
+/// low digits between worker counts (see the note in `docs/performance.md`). This holds
+/// without a warm start; with one (the default for a replay), a few instances at the start
+/// move between rare patterns: the gap densities the warm-up learned carry over, and each
+/// worker's port classifier sees only its own nodes (7 of 26,283 instances when written,
+/// each count off by one).
 #[test]
 fn counts_do_not_depend_on_workers_on_a_long_keep_alive_trace() {
     let (_dir, names, csv) = multi_tier_trace(
@@ -298,13 +302,43 @@ fn counts_do_not_depend_on_workers_on_a_long_keep_alive_trace() {
         100_000,
         &["--parallelism", "1.6", "--seed", "1"],
     );
-    let run = |workers: &str| {
-        let mut v = patterns_on(workers, &names, &[&csv]);
+    let run = |workers: &str, warmup: &str| {
+        let mut v = patterns_on(workers, &names, &["--warmup", warmup, &csv]);
         v.sort_by(|a, b| a.0.cmp(&b.0));
         v
     };
-    let one = run("1");
-    let two = run("2");
+    let (warm_one, warm_two) = (run("1", "2s"), run("2", "2s"));
+    let total = |v: &[(String, u64, f64)]| v.iter().map(|p| p.1).sum::<u64>();
+    let by_pattern = |v: &[(String, u64, f64)]| {
+        v.iter()
+            .map(|p| (p.0.clone(), p.1))
+            .collect::<std::collections::BTreeMap<_, _>>()
+    };
+    let (a, b) = (by_pattern(&warm_one), by_pattern(&warm_two));
+    let moved: u64 = a
+        .keys()
+        .chain(b.keys())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .map(|k| {
+            a.get(k)
+                .copied()
+                .unwrap_or(0)
+                .abs_diff(b.get(k).copied().unwrap_or(0))
+        })
+        .sum();
+    assert_eq!(
+        total(&warm_one),
+        total(&warm_two),
+        "instances with a warm start"
+    );
+    assert!(
+        moved * 1_000 <= total(&warm_one),
+        "with a warm start, {moved} of {} instances in other patterns on two workers",
+        total(&warm_one)
+    );
+    let one = run("1", "0s");
+    let two = run("2", "0s");
     assert!(one.len() > 100, "{} patterns", one.len());
     let counts =
         |v: &[(String, u64, f64)]| v.iter().map(|p| (p.0.clone(), p.1)).collect::<Vec<_>>();
