@@ -210,11 +210,14 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
     let all_live = inputs.is_empty() && !sniffers.is_empty();
     let lateness_ns = args.engine.lateness(all_live).as_nanos() as u64;
     // A live run reports as soon as it can; a replay links its first seconds twice.
-    let warmup = args.warmup.unwrap_or(if all_live {
-        std::time::Duration::ZERO
-    } else {
-        std::time::Duration::from_secs(2)
-    });
+    let warmup_ns = args
+        .warmup
+        .unwrap_or(if all_live {
+            std::time::Duration::ZERO
+        } else {
+            std::time::Duration::from_secs(2)
+        })
+        .as_nanos() as u64;
     let reconcile_window = args.reconcile_window.unwrap_or(if all_live {
         crate::cli::LIVE_WINDOW
     } else {
@@ -299,8 +302,7 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
     // message trace waits no reconciliation window). A guess too short
     // costs a stall, after which the source reads further (`SourceConfig::min_ahead_ns`).
     // A warm start holds `link`'s output back by its warm-up too.
-    let hold_back_ns =
-        4 * (lateness_ns + reconcile_wait_ns) + 2_000_000_000 + warmup.as_nanos() as u64;
+    let hold_back_ns = 4 * (lateness_ns + reconcile_wait_ns) + 2_000_000_000 + warmup_ns;
     let read_ahead_ns = args.engine.read_ahead.map_or(
         SourceConfig::default().max_ahead_ns.max(hold_back_ns),
         |d| d.as_nanos() as u64,
@@ -378,7 +380,7 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
             },
             lateness_ns: messages_late_ns,
             match_window_ns: args.match_window.as_nanos() as u64,
-            warmup_ns: warmup.as_nanos() as u64,
+            warmup_ns,
             ..LinkConfig::default()
         },
         paths: PathsConfig {

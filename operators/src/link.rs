@@ -2462,10 +2462,10 @@ impl<'scope> Link<'scope> for MessageStream<'scope> {
                         }
                         return;
                     }
-                    pipeline.run(now, &mut linked);
+                    let bound = pipeline.run(now, &mut linked);
                     output.session(&*cap).give_iterator(linked.drain(..));
                     // Everything still to come is linked at or after `bound`.
-                    match pipeline.bound(now) {
+                    match bound {
                         Some(t) if t > *cap.time() => cap.downgrade(&t),
                         Some(_) => {}
                         None => held = None,
@@ -2488,8 +2488,9 @@ impl<'scope> Link<'scope> for MessageStream<'scope> {
 /// it ends once the frontier is past the earliest message's event time (on any worker: each
 /// worker tells every other the earliest it has seen, [`LinkInput::Start`]) plus the warm-up,
 /// plus `link`'s own lateness and slack, when every input before that is in; only
-/// [`LinkConfig::warmup_max`] held inputs end it sooner. Memory: the inputs up to then (as the reorder buffers would hold them),
-/// and for the first pass a copy of those of the warm-up, freed with it.
+/// [`LinkConfig::warmup_max`] held inputs end it sooner. Memory: the inputs up to then (as
+/// the reorder buffers would hold them), and for the first pass a copy of those of the
+/// warm-up, freed with it.
 #[derive(Default)]
 struct WarmStart {
     inputs: Vec<LinkInput>,
@@ -2794,13 +2795,6 @@ mod tests {
         }
     }
 
-    /// Pairs of tasks at B: X calls C and then D before it replies, Y calls C and replies.
-    /// Their C calls leave together, as long after either request; what tells them apart
-    /// is how each task ends: X's C answer is followed by its D call, Y's by its reply.
-    /// (This holds with the gap weighed without looking a call ahead too: two tasks at a
-    /// time leave the gap densities little to blur. What the look-ahead changes, at 46
-    /// tasks in flight, is measured by `benches/accuracy.rs`; here it must not break what
-    /// worked.)
     /// Pairs of tasks at B, one pair every 10 ms (see
     /// [`a_call_goes_to_the_task_whose_end_fits_it`]); the messages in time order, and for
     /// each pair the ids of its C calls with their true parents.
@@ -2850,12 +2844,11 @@ mod tests {
         (messages, truth)
     }
 
-    /// How many of `truth`'s calls `out` gives their own task.
-    fn right_calls(out: &[Linked], truth: &[[(u64, u64); 2]]) -> usize {
+    /// How many of the (call, true parent) pairs in `truth` `out` gives their true parent.
+    fn right_calls<'a>(out: &[Linked], truth: impl IntoIterator<Item = &'a (u64, u64)>) -> usize {
         let best: FastMap<u64, Option<u64>> = out.iter().map(|l| (l.id, l.best)).collect();
         truth
-            .iter()
-            .flatten()
+            .into_iter()
             .filter(|(call, request)| best.get(call) == Some(&Some(*request)))
             .count()
     }
@@ -2871,7 +2864,7 @@ mod tests {
     fn a_call_goes_to_the_task_whose_end_fits_it() {
         let (messages, truth) = tasks_x_and_y(400);
         let out = run(messages);
-        let right = right_calls(&out, &truth[100..]);
+        let right = right_calls(&out, truth[100..].iter().flatten());
         assert!(
             right as f64 >= 0.95 * 600.0,
             "{right} of 600 C calls given their own task"
@@ -2926,15 +2919,14 @@ mod tests {
         let mut all: Vec<u64> = messages.iter().map(message_id).collect();
         all.sort_unstable();
         assert_eq!(ids, all);
-        let right = |out: &[Linked], truth: &[(u64, u64)]| {
-            let best: FastMap<u64, Option<u64>> = out.iter().map(|l| (l.id, l.best)).collect();
-            truth
-                .iter()
-                .filter(|(call, request)| best.get(call) == Some(&Some(*request)))
-                .count()
-        };
-        let (cold_first, warm_first) = (right(&cold, &truth[..100]), right(&warm, &truth[..100]));
-        let (cold_later, warm_later) = (right(&cold, &truth[100..]), right(&warm, &truth[100..]));
+        let (cold_first, warm_first) = (
+            right_calls(&cold, &truth[..100]),
+            right_calls(&warm, &truth[..100]),
+        );
+        let (cold_later, warm_later) = (
+            right_calls(&cold, &truth[100..]),
+            right_calls(&warm, &truth[100..]),
+        );
         assert!(
             warm_first >= 95 && cold_first < 50,
             "first 100 calls: {warm_first} right with a warm start, {cold_first} without"
