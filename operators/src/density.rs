@@ -345,6 +345,177 @@ impl TypicalDelay {
     }
 }
 
+/// How much likelier a send is to have a parent of one link type, by the size of the
+/// send's answer, learned against the time-shifted null as [`CausalDensity`] learns delays.
+/// Kinds of call that look alike by their ends often differ in what comes back: at an
+/// application server a report's second query (answered with 8 kB) follows the first
+/// query's answer, while every first query (answered with 4 kB or 30 kB) follows a
+/// request, and the two come about as long after their causes. At each call, `link` adds
+/// the size of the call's answer with the call's candidates of the type, each weighed by how
+/// likely its delay makes it the parent, less those the scan shifted into the past finds
+/// (none of them parents): summed over the calls of an answer size, that excess is how many
+/// of them have a parent of the type. Its share of the calls of that size, against its
+/// share of all calls, multiplies the odds of each candidate of the type
+/// ([`SizeEvidence::ratio`]). No type is split by size, so a kind whose sizes vary keeps all
+/// its samples (splitting link types by size class was tried and cut kinds in two at the
+/// class bounds: docs/performance.md, 2026-11-27).
+///
+/// Bins: 5% of the size wide, from 1 byte to about 9 MB, read over ±2 bins. Fading as in
+/// [`DelayDensity`]. State: three arrays of [`BINS`] floats per type, freed by `link` when
+/// the type is unseen for its delay window. Cost: O(1) per value, O(1) per ratio.
+#[derive(Clone, Debug)]
+pub struct SizeEvidence {
+    /// Calls, by their answers' sizes.
+    sends: Histogram,
+    /// Their candidates of the type, weighed, and the null's.
+    candidates: Histogram,
+    null: Histogram,
+    increment: f64,
+    fade: f64,
+    /// Event time of the last call, for expiry.
+    pub last_ns: u64,
+}
+
+/// The bin of a size in bytes.
+fn size_bin(bytes: u64) -> usize {
+    (((bytes.max(1) as f64).ln() / LN_RATIO) as usize).min(BINS - 1)
+}
+
+/// [`SizeEvidence::ratio`]'s prior: the calls, with parents of the type as often as all
+/// calls have, that each size's are mixed with (so that a size seen little reads 1).
+const SIZE_PRIOR: f64 = 100.0;
+
+/// [`ParentSizes::ratio`]'s prior: the parents, sized as the null's candidates are, that the
+/// parents' sizes are mixed with. Smaller than [`SIZE_PRIOR`], which counts calls: these
+/// count parents, each weighed by how likely its delay made it one (on the generator's
+/// multi-tier preset at parallelism 45 a prior of 100 left an authentication server's
+/// session checks, which never query the database, at 0.66 of a login's odds of having
+/// caused a query; 10 was tried and kept).
+const PARENT_SIZE_PRIOR: f64 = 10.0;
+
+/// The bounds of [`SizeEvidence::ratio`].
+const SIZE_RATIO_MIN: f64 = 0.1;
+const SIZE_RATIO_MAX: f64 = 10.0;
+
+impl SizeEvidence {
+    /// An empty one that remembers about `memory` calls.
+    pub fn new(memory: f64) -> SizeEvidence {
+        SizeEvidence {
+            sends: Histogram::new(),
+            candidates: Histogram::new(),
+            null: Histogram::new(),
+            increment: 1.0,
+            fade: 1.0 - 1.0 / memory.max(2.0),
+            last_ns: 0,
+        }
+    }
+
+    /// Adds a call at event time `t` whose answer was `bytes` long: its candidates of the
+    /// type weighed `candidates` in all, the null's `null`.
+    pub fn add(&mut self, bytes: u64, candidates: f64, null: f64, t: u64) {
+        self.last_ns = t;
+        let b = size_bin(bytes);
+        self.sends.add(b, self.increment);
+        self.candidates.add(b, candidates * self.increment);
+        self.null.add(b, null * self.increment);
+        fade(
+            &mut self.increment,
+            self.fade,
+            [&mut self.sends, &mut self.candidates, &mut self.null],
+        );
+    }
+
+    /// How much likelier a call answered with `bytes` is than calls in general to have a
+    /// parent of this type: the excess of candidates over the null per call at that size
+    /// (±2 bins, mixed with [`SIZE_PRIOR`] calls at the overall rate) over the excess per
+    /// call overall, within [0.1, 10]. 1 while the overall excess is below `min_parents`.
+    pub fn ratio(&self, bytes: u64, min_parents: f64) -> f64 {
+        let parents = (self.candidates.total - self.null.total) / self.increment;
+        let sends = self.sends.total / self.increment;
+        if parents < min_parents || sends <= 0.0 {
+            return 1.0;
+        }
+        let base = parents / sends;
+        let b = size_bin(bytes);
+        let excess = ((self.candidates.window(b) - self.null.window(b)) / self.increment).max(0.0);
+        let here = self.sends.window(b) / self.increment;
+        let rate = (excess + SIZE_PRIOR * base) / (here + SIZE_PRIOR);
+        (rate / base).clamp(SIZE_RATIO_MIN, SIZE_RATIO_MAX)
+    }
+}
+
+/// How much likelier a size is for the parents of one link type than for its other
+/// candidates, learned against the time-shifted null as [`CausalDensity`] learns delays:
+/// at each call `link` adds the sizes of its candidates of the type, each weighed by how
+/// likely its delay makes it the parent, and the same for the candidates the scan shifted
+/// into the past finds, which are none of them parents. The excess of the first over the
+/// second, by size, is the parents' sizes; the null's are the other candidates'. Kinds of
+/// request that look alike by their senders and ports often differ in size (at an
+/// authentication server a login's request, which goes on to query the database, against a
+/// session check's, which does not). Bins and fading as in [`SizeEvidence`]. State: two
+/// arrays of [`BINS`] floats per type, freed by `link` when the type is unseen for its delay
+/// window. Cost: O(1) per value.
+#[derive(Clone, Debug)]
+pub struct ParentSizes {
+    candidates: Histogram,
+    null: Histogram,
+    increment: f64,
+    fade: f64,
+    /// Event time of the last step, for expiry.
+    pub last_ns: u64,
+}
+
+impl ParentSizes {
+    /// An empty one that remembers about `memory` calls.
+    pub fn new(memory: f64) -> ParentSizes {
+        ParentSizes {
+            candidates: Histogram::new(),
+            null: Histogram::new(),
+            increment: 1.0,
+            fade: 1.0 - 1.0 / memory.max(2.0),
+            last_ns: 0,
+        }
+    }
+
+    /// Adds the size of a candidate of a call (`null`: of the shifted scan), weighing `w`.
+    pub fn add(&mut self, bytes: u64, w: f64, null: bool) {
+        let h = if null {
+            &mut self.null
+        } else {
+            &mut self.candidates
+        };
+        h.add(size_bin(bytes), w * self.increment);
+    }
+
+    /// Ends one call's values.
+    pub fn step(&mut self, t: u64) {
+        self.last_ns = t;
+        fade(
+            &mut self.increment,
+            self.fade,
+            [&mut self.candidates, &mut self.null],
+        );
+    }
+
+    /// How much likelier `bytes` is for a parent of this type than for a candidate that is
+    /// not: the parents' share at that size (the excess there, ±2 bins, mixed with
+    /// [`PARENT_SIZE_PRIOR`] parents sized as the null's candidates) over the null's share, within
+    /// the bounds of [`SizeEvidence::ratio`]. 1 while the excess is below `min_parents`.
+    pub fn ratio(&self, bytes: u64, min_parents: f64) -> f64 {
+        let n = self.null.total;
+        let parents = (self.candidates.total - n) / self.increment;
+        if parents < min_parents || n <= 0.0 {
+            return 1.0;
+        }
+        let b = size_bin(bytes);
+        let null_share = (self.null.window(b) / n).max(self.increment / n);
+        let excess = ((self.candidates.window(b) - self.null.window(b)) / self.increment).max(0.0);
+        let parent_share =
+            (excess + PARENT_SIZE_PRIOR * null_share) / (parents + PARENT_SIZE_PRIOR);
+        (parent_share / null_share).clamp(SIZE_RATIO_MIN, SIZE_RATIO_MAX)
+    }
+}
+
 /// The learned causal delay of one link type, without expectation-maximisation: how many
 /// more candidates of the type lie at a delay when a send happens than at a time when none
 /// does. At each send, `link` adds the delays of the send's candidates to one histogram and
@@ -942,5 +1113,52 @@ mod tests {
         d.refresh();
         assert!(d.relative(10_000_000.0) > 0.99);
         assert!(d.relative(1_000_000.0) < 0.01);
+    }
+
+    /// An application server's queries: nine in ten are first queries (answered with 4 kB),
+    /// whose parents are requests, not answers; one in ten is a second query (answered with
+    /// 8 kB), whose parent is an answer of the type. Each query has three candidates of the
+    /// type at its time and three at its shifted time, weighed alike; a second query has one
+    /// more (its parent). A query answered with 8 kB is far likelier than queries in general
+    /// to have a parent of the type, one answered with 4 kB less likely, and a size never
+    /// seen reads 1.
+    #[test]
+    fn a_type_is_likelier_the_parent_of_calls_whose_answers_are_sized_as_its_children_are() {
+        let mut e = SizeEvidence::new(20_000.0);
+        assert_eq!(e.ratio(8_000, 100.0), 1.0, "nothing seen");
+        for i in 0..5_000u64 {
+            let (bytes, parents) = if i % 10 == 0 {
+                (8_000, 1.0)
+            } else {
+                (4_000, 0.0)
+            };
+            e.add(bytes, 3.0 * 0.2 + parents * 0.5, 3.0 * 0.2, i);
+        }
+        let (second, first) = (e.ratio(8_000, 100.0), e.ratio(4_000, 100.0));
+        assert!(second > 8.0, "{second}");
+        assert!(first < 0.2, "{first}");
+        assert!((e.ratio(500, 100.0) - 1.0).abs() < 1e-9);
+        assert_eq!(e.ratio(8_000, 1e9), 1.0, "too few parents to judge");
+    }
+
+    /// An authentication server's queries: their parents are logins' requests (220 bytes);
+    /// the other candidates are as often logins as session checks (180 bytes), at the query
+    /// and at the shifted time alike. A check's size makes a candidate far less likely the
+    /// parent, a login's likelier.
+    #[test]
+    fn a_size_the_parents_never_have_makes_a_candidate_unlikely() {
+        let mut p = ParentSizes::new(20_000.0);
+        assert_eq!(p.ratio(180, 100.0), 1.0, "nothing seen");
+        for i in 0..5_000u64 {
+            p.add(220, 0.5, false);
+            for bytes in [180, 220] {
+                p.add(bytes, 0.2, false);
+                p.add(bytes, 0.2, true);
+            }
+            p.step(i);
+        }
+        let (check, login) = (p.ratio(180, 100.0), p.ratio(220, 100.0));
+        assert!(check < 0.11, "{check}");
+        assert!(login > 1.9, "{login}");
     }
 }
