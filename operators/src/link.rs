@@ -3064,6 +3064,112 @@ mod tests {
         );
     }
 
+    /// Every 10 ms a report R comes to B: B queries C about 3 ms later (answered with
+    /// 30 kB), again about 2 ms after that answer (answered with 8 kB), and replies. A
+    /// dynamic page D comes too, and B queries C about 3 ms after it (answered with 4 kB)
+    /// and replies. Each delay varies by ±0.3 ms. In three slots of four D's query comes
+    /// long after R's first answer; in the fourth (the ones returned as truth), D comes 1 ms
+    /// before that answer and both second queries leave 2 ms after it, 20 µs apart (either
+    /// first): each is 2 ms after R's first answer and 3 ms after D, timing cannot tell
+    /// which is which, and only the sizes of their answers can ([`SizeEvidence`]).
+    fn reports_and_dynamic_pages(slots: u64, sized: bool) -> (Vec<Message>, Vec<(u64, u64)>) {
+        const MS: Time = 1_000_000;
+        const US: Time = 1_000;
+        let mut messages = Vec::new();
+        let mut truth = Vec::new();
+        let sized_msg = |src: &str, dst: &str, send: Time, bytes: u64| {
+            let mut m = msg(src, dst, send, send + 10 * US);
+            m.bytes = sized.then_some(bytes);
+            m
+        };
+        for i in 0..slots {
+            let t = 1_000 * MS + i * 10 * MS;
+            let jitter = |k: u64| ((i * 7_919 + k * 104_729) % 601) * US;
+            let (r, d) = (
+                format!("10.1.0.{}:{}", i % 200 + 1, 40000 + 2 * i),
+                format!("10.1.0.{}:{}", i % 200 + 1, 40001 + 2 * i),
+            );
+            let (c1, c2, cd) = (
+                format!("10.0.0.2:{}", 20000 + 3 * i),
+                format!("10.0.0.2:{}", 20001 + 3 * i),
+                format!("10.0.0.2:{}", 20002 + 3 * i),
+            );
+            let together = i % 4 == 0;
+            // R's first query leaves at `first` and is answered 0.5 ms later (received 10
+            // µs after that).
+            let first = t + 2_700 * US + jitter(1);
+            let answered = first + 500 * US;
+            let (second, request_d, query_d, reply_r, reply_d) = if together {
+                // 20 µs apart, either first.
+                let (second, query_d) = if i % 8 == 0 {
+                    (answered + 2_000 * US, answered + 2_020 * US)
+                } else {
+                    (answered + 2_020 * US, answered + 2_000 * US)
+                };
+                (
+                    second,
+                    answered - 1_010 * US,
+                    query_d,
+                    second + 1_500 * US,
+                    query_d + 1_500 * US,
+                )
+            } else {
+                let second = answered + 1_700 * US + jitter(2);
+                let request_d = t + 3_900 * US;
+                let query_d = request_d + 2_700 * US + jitter(3);
+                (
+                    second,
+                    request_d,
+                    query_d,
+                    second + 1_500 * US,
+                    query_d + 1_500 * US,
+                )
+            };
+            let request_r = sized_msg(&r, "10.0.0.2:80", t, 500);
+            let query_1 = sized_msg(&c1, "10.0.0.3:5432", first, 260);
+            let answer_1 = sized_msg("10.0.0.3:5432", &c1, answered - 10 * US, 30_000);
+            let query_2 = sized_msg(&c2, "10.0.0.3:5432", second, 240);
+            let answer_2 = sized_msg("10.0.0.3:5432", &c2, second + 490 * US, 8_000);
+            let request = sized_msg(&d, "10.0.0.2:80", request_d, 500);
+            let query = sized_msg(&cd, "10.0.0.3:5432", query_d, 250);
+            let answer_d = sized_msg("10.0.0.3:5432", &cd, query_d + 490 * US, 4_000);
+            if together {
+                truth.push((message_id(&query_2), message_id(&answer_1)));
+                truth.push((message_id(&query), message_id(&request)));
+            }
+            messages.extend([
+                request_r,
+                query_1,
+                answer_1,
+                query_2,
+                answer_2,
+                sized_msg("10.0.0.2:80", &r, reply_r, 40_000),
+                request,
+                query,
+                answer_d,
+                sized_msg("10.0.0.2:80", &d, reply_d, 9_000),
+            ]);
+        }
+        messages.sort_by_key(|m| m.event_ns);
+        (messages, truth)
+    }
+
+    /// Where timing cannot tell two calls apart, what answers them can
+    /// ([`reports_and_dynamic_pages`]): of the last 300 slots' 150 such calls, 136 right
+    /// with sizes and 76 (about half) without, when written.
+    #[test]
+    fn a_call_answered_like_second_queries_follows_an_answer() {
+        let right = |sized: bool| {
+            let (messages, truth) = reports_and_dynamic_pages(400, sized);
+            right_calls(&run(messages), &truth[50..])
+        };
+        let (with, without) = (right(true), right(false));
+        assert!(
+            with >= 125 && without <= 100,
+            "{with} of 150 right with sizes, {without} without"
+        );
+    }
+
     #[test]
     fn the_nearest_arrival_is_the_likely_parent() {
         const MS: Time = 1_000_000;
