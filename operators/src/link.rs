@@ -549,9 +549,11 @@ struct Linker {
     /// Learned gaps from answers to the replies they are the latest message of, per the
     /// reply's link type, against the time-shifted null ([`Linker::reply_gap`]).
     reply_gaps: FastMap<u64, CausalDensity>,
-    /// Learned sizes of the parents of each link type against its other candidates'.
+    /// How much likelier a call is to have a parent of each link type, by the size of its
+    /// answer, against the time-shifted null ([`SizeEvidence`]).
     size_evidence: FastMap<u64, SizeEvidence>,
-    /// Learned sizes of the parents of each link type against its other candidates'.
+    /// Learned sizes of the parents of each link type against its other candidates'
+    /// ([`ParentSizes`]).
     parent_sizes: FastMap<u64, ParentSizes>,
     /// The size of each arrival held, and its event time.
     sizes: FastMap<u64, (u64, Time)>,
@@ -1080,9 +1082,9 @@ impl Linker {
     }
 
     /// A linker that starts afresh but for what this one learned: the causal delay, gap,
-    /// reply-gap and typical-reply densities, the size evidence, and the port evidence. (The delay estimates,
-    /// buckets of a sliding window in time order, start afresh too: they stand in only
-    /// while a type has not matured.)
+    /// reply-gap and typical-reply densities, the size evidence, and the port evidence.
+    /// (The delay estimates, buckets of a sliding window in time order, start afresh too:
+    /// they stand in only while a type has not matured.)
     fn relearned(self) -> Self {
         Linker {
             densities: self.densities,
