@@ -1504,22 +1504,8 @@ impl Linker {
                 Some(density) if learned && !stale(density.last_ns, window, p.event_ns) => {
                     let e = density.samples();
                     let r = density.probability(c.delay as f64);
-                    // Its size's evidence, on the odds.
-                    let lr = match (self.size_evidence.get(&c.kind), p.answer_bytes) {
-                        (Some(s), Some(bytes)) if !stale(s.last_ns, window, p.event_ns) => {
-                            s.ratio(bytes, MATCH_SAMPLES)
-                        }
-                        _ => 1.0,
-                    };
-                    let lr = lr
-                        * match (self.parent_sizes.get(&c.kind), self.sizes.get(&c.id)) {
-                            (Some(s), Some(&(bytes, _)))
-                                if !stale(s.last_ns, window, p.event_ns) =>
-                            {
-                                s.ratio(bytes, MATCH_SAMPLES)
-                            }
-                            _ => 1.0,
-                        };
+                    // Its sizes' evidence, on the odds.
+                    let lr = self.size_odds(c.kind, c.id, p.answer_bytes, p.event_ns);
                     let r = if r < 1.0 {
                         r * lr / (r * lr + 1.0 - r)
                     } else {
@@ -1581,6 +1567,27 @@ impl Linker {
             spontaneous: spontaneous / total,
             smallest,
         })
+    }
+
+    /// How much the sizes multiply the odds that a candidate of type `kind` (arrival `id`)
+    /// is the parent of a call answered with `answer_bytes`, at event time `t`:
+    /// [`SizeEvidence::ratio`] for the answer's size times [`ParentSizes::ratio`] for the
+    /// candidate's own (each 1 where not learned, or stale).
+    fn size_odds(&self, kind: u64, id: u64, answer_bytes: Option<u64>, t: Time) -> f64 {
+        let window = self.config.delay_window_ns;
+        let answer = self
+            .size_evidence
+            .get(&kind)
+            .filter(|s| !stale(s.last_ns, window, t))
+            .zip(answer_bytes)
+            .map_or(1.0, |(s, bytes)| s.ratio(bytes, MATCH_SAMPLES));
+        let own = self
+            .parent_sizes
+            .get(&kind)
+            .filter(|s| !stale(s.last_ns, window, t))
+            .zip(self.sizes.get(&id))
+            .map_or(1.0, |(s, &(bytes, _))| s.ratio(bytes, MATCH_SAMPLES));
+        answer * own
     }
 
     /// The calls the node of call `p` made after `p`'s answer came back and before `until`
