@@ -63,7 +63,7 @@
 //!   candidate parents per call by Project 5's measure) a web server's calls got their true
 //!   parent 37.4% of the time with the look-ahead, 30.4% without.
 //! - **Sizes** (beyond WAP5 and Project 5): a learned candidate's odds of being the parent
-//!   are multiplied by what two sizes say, each learned per link type against the
+//!   are multiplied by what three sizes say, each learned per link type against the
 //!   time-shifted null like the delays, so that nothing learned feeds back: how much likelier
 //!   a call whose answer has the size of this one's is than calls in general to have a parent
 //!   of the candidate's type ([`SizeEvidence`]: an application server's second query, answered
@@ -75,12 +75,16 @@
 //!   than among its other candidates', given the size of the call's answer ([`ReplySizes`]:
 //!   a reply is often made of what its calls brought back, as a report's 45 kB reply of its
 //!   application call's 40 kB answer, where a dynamic page replies 12 kB after 9 kB). Types
-//!   are not split by size (that
-//!   was tried: kinds whose sizes straddle a class bound lost half their samples). On the
+//!   are not split by size (that was tried: kinds whose sizes straddle a class bound lost
+//!   half their samples). On the
 //!   generator's multi-tier preset at parallelism 45, a report's second query got its true
 //!   parent 62% of the time with sizes, 39% without, and the largest per-node delay error
-//!   fell from 4.5%, 4.8% and 4.5% to 4.3%, 4.1% and 3.5% (seeds 1-3). A trace without
-//!   sizes (a message trace with no `bytes` column) reads 1 throughout.
+//!   fell from 4.5%, 4.8% and 4.5% to 4.3%, 4.1% and 3.5% (seeds 1-3). The reply sizes then
+//!   took seed 2's truncated login paths from 345 and 331 expected to 264 and 214, below
+//!   the report paths (312-383 expected, 208-313 before); with them and the reply gaps
+//!   learned since a task's latest call (`Linker::reply_gap`), the false-negative criterion
+//!   held on seeds 1-8 by both rankings, where it had failed on seeds 2, 4 and 8. A trace
+//!   without sizes (a message trace with no `bytes` column) reads 1 throughout.
 //! - **Joint decision** (beyond WAP5 and Project 5, which decide each message on its own): a
 //!   node's calls are decided together over match windows (`match_window_ns`, aligned to
 //!   multiples of it). In rounds, every call not decided yet is weighed as above and the calls
@@ -105,15 +109,15 @@
 //!   carry their senders' residual clock error are in; arrivals and the sends themselves are
 //!   taken `order_slack_ns` earlier, in one order with the children, so that `link` sees the
 //!   answers and replies that come within that slack after a message, and what a message is
-//!   linked against does not depend on how the frontier moved (the output is the same on any
-//!   number of workers). Candidates below `min_probability` are dropped unless they are the
+//!   linked against does not depend on how the frontier moved (nor, but for the port
+//!   classifier's per-worker view, on the number of workers: see [`Ports`]). Candidates below `min_probability` are dropped unless they are the
 //!   most likely option; at most `max_candidates` (the most recent) are kept.
 //! - **Warm start** (beyond WAP5; `warmup_ns`, 0 by default here, 2 s from the command
 //!   line): until the frontier has passed the first `warmup_ns` of event time, nothing is
 //!   linked and the inputs are held; the warm-up is then linked once to learn from (that
 //!   output is dropped), and everything held is linked again, starting afresh but for what
-//!   was learned (causal, gap, reply-gap and typical-reply densities, size evidence, port
-//!   evidence). Early
+//!   was learned (causal, gap, reply-gap and typical-reply densities, size and reply-size
+//!   evidence, port evidence). Early
 //!   decisions are otherwise made while the densities have seen little (WAP5's exponential,
 //!   which prefers the most recent candidate, decides a type's calls until it has seen
 //!   `MATCH_SAMPLES`): on the generator's multi-tier trace at parallelism 45 (seed 2), 83
@@ -694,11 +698,18 @@ impl<T: Copy> ConnLog<T> {
     }
 }
 
+/// A send in a connection's log: the task it belongs to, once linked, and its size.
+#[derive(Clone, Copy, Debug)]
+struct Sent {
+    task: Option<u64>,
+    bytes: Option<u64>,
+}
+
 /// What a node sent and received on one connection.
 #[derive(Debug, Default)]
 struct Conn {
-    /// The node's sends, in its clock, with the task each belongs to.
-    sends: ConnLog<Option<u64>>,
+    /// The node's sends, in its clock, with the task each belongs to and its size.
+    sends: ConnLog<Sent>,
     /// The arrivals (receive time in the node's clock, id, whether a request, the sender as
     /// link types name it).
     recvs: ConnLog<(u64, bool, u64)>,
@@ -1096,7 +1107,8 @@ impl Linker {
     }
 
     /// A linker that starts afresh but for what this one learned: the causal delay, gap,
-    /// reply-gap and typical-reply densities, the size evidence, and the port evidence.
+    /// reply-gap and typical-reply densities, the size and reply-size evidence, and the port
+    /// evidence.
     /// (The delay estimates, buckets of a sliding window in time order, start afresh too:
     /// they stand in only while a type has not matured.)
     fn relearned(self) -> Self {
@@ -1167,13 +1179,16 @@ impl Linker {
         let entry = (a.local_ns, a.id, a.kind_from, a.request);
         if a.request {
             // Its reply, if sent already.
-            let reply_ns = sends.after(a.local_ns).map(|s| s.0);
+            // Its reply, if sent already (a send may be taken in before the arrival it
+            // answers, as both are taken in before the children after them).
+            let reply = sends.after(a.local_ns);
+            let reply_ns = reply.map(|s| s.0);
             self.tasks.insert(
                 a.id,
                 Task {
                     event_ns: a.event_ns,
                     reply_ns,
-                    reply_bytes: None,
+                    reply_bytes: reply.and_then(|s| s.1.bytes),
                     served: endpoint_key(&a.dst_endpoint),
                     arrivals: smallvec::smallvec![entry],
                     chain: 1.0,
@@ -1197,7 +1212,7 @@ impl Linker {
         // waits for its call to be linked.
         let task = sends
             .before(a.local_ns, false)
-            .and_then(|s| s.1)
+            .and_then(|s| s.1.task)
             .and_then(|t| self.tasks.get_mut(&t));
         match task {
             Some(task) => add_arrival(&mut task.arrivals, entry),
@@ -1305,7 +1320,7 @@ impl Linker {
         );
         let c = self.conns.entry((node, conn)).or_default();
         let previous = c.sends.before(send, false).map(|s| s.0);
-        c.sends.insert(send, event_ns, None);
+        c.sends.insert(send, event_ns, Sent { task: None, bytes });
         // This send replies to the requests on the connection since the previous send.
         let recvs = &c.recvs;
         {
@@ -2453,10 +2468,14 @@ impl Linker {
             return;
         };
         let i = log.entries.partition_point(|t| t.0 < s);
-        let Some(t) = log.entries.get_mut(i).filter(|t| t.0 == s && t.1.is_none()) else {
+        let Some(t) = log
+            .entries
+            .get_mut(i)
+            .filter(|t| t.0 == s && t.1.task.is_none())
+        else {
             return;
         };
-        t.1 = Some(task);
+        t.1.task = Some(task);
         // The call's answer, if it came already (the first arrival on `conn` after the call,
         // with no other send between), is the task's.
         let next_send = log.entries.get(i + 1).map(|t| t.0);
