@@ -290,11 +290,14 @@ fn patterns_do_not_depend_on_workers_or_timing() {
 /// or less as the work is spread: at 100,000 messages four patterns' counts then differed
 /// between one and two workers (and on the harness's 4.7 million, with the interval of its
 /// sweeps). The expected counts are compared to 5% of a pattern's: they may differ in the
-/// low digits between worker counts (see the note in `docs/performance.md`). This holds
-/// without a warm start; with one (the default for a replay), a few instances at the start
-/// move between rare patterns: the gap densities the warm-up learned carry over, and each
-/// worker's port classifier sees only its own nodes (7 of 26,283 instances when written,
-/// each count off by one).
+/// low digits between worker counts (see the note in `docs/performance.md`), as each
+/// worker's port classifier sees only its own nodes, and so may, at most once in 10,000
+/// instances, a count: a call whose probability of being spontaneous lies at the try-both
+/// bound (0.25) can fall on either side of it (since the reply sizes, one call of this
+/// trace: 0.2499 on one worker, 0.2515 on two, one instance more). With a warm start (the
+/// default for a replay) a few more instances at the start move between rare patterns: the
+/// gap densities the warm-up learned carry the classifier's view over (13 of 26,250 when
+/// written).
 #[test]
 fn counts_do_not_depend_on_workers_on_a_long_keep_alive_trace() {
     let (_dir, names, csv) = multi_tier_trace(
@@ -327,10 +330,11 @@ fn counts_do_not_depend_on_workers_on_a_long_keep_alive_trace() {
                 .abs_diff(b.get(k).copied().unwrap_or(0))
         })
         .sum();
-    assert_eq!(
+    assert!(
+        total(&warm_one).abs_diff(total(&warm_two)) * 10_000 <= total(&warm_one),
+        "instances with a warm start: {} on one worker, {} on two",
         total(&warm_one),
-        total(&warm_two),
-        "instances with a warm start"
+        total(&warm_two)
     );
     assert!(
         moved * 1_000 <= total(&warm_one),
@@ -340,20 +344,36 @@ fn counts_do_not_depend_on_workers_on_a_long_keep_alive_trace() {
     let one = run("1", "0s");
     let two = run("2", "0s");
     assert!(one.len() > 100, "{} patterns", one.len());
-    let counts =
-        |v: &[(String, u64, f64)]| v.iter().map(|p| (p.0.clone(), p.1)).collect::<Vec<_>>();
-    assert_eq!(
-        counts(&two),
-        counts(&one),
-        "patterns and counts on two workers"
+    let (a, b) = (by_pattern(&one), by_pattern(&two));
+    let differ: u64 = a
+        .keys()
+        .chain(b.keys())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .map(|k| {
+            a.get(k)
+                .copied()
+                .unwrap_or(0)
+                .abs_diff(b.get(k).copied().unwrap_or(0))
+        })
+        .sum();
+    assert!(
+        differ * 10_000 <= total(&one),
+        "without a warm start, counts differ by {differ} of {} instances on two workers",
+        total(&one)
     );
-    for (a, b) in one.iter().zip(&two) {
+    let expected = |v: &[(String, u64, f64)]| {
+        v.iter()
+            .map(|p| (p.0.clone(), p.2))
+            .collect::<std::collections::BTreeMap<_, _>>()
+    };
+    let (ea, eb) = (expected(&one), expected(&two));
+    // Where the counts agree, the expected counts nearly do.
+    for (k, x) in ea.iter().filter(|(k, _)| a.get(*k) == b.get(*k)) {
+        let y = eb.get(k).copied().unwrap_or(0.0);
         assert!(
-            (a.2 - b.2).abs() <= 0.05 * a.2.max(1.0),
-            "{}: expected {} on one worker, {} on two",
-            a.0,
-            a.2,
-            b.2
+            (x - y).abs() <= 0.05 * x.max(1.0),
+            "{k}: expected {x} on one worker, {y} on two"
         );
     }
 }
