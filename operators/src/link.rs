@@ -58,7 +58,8 @@
 //!   the calls given to the task were in doubt, as far as its gap is evidence against
 //!   them, or above 1 as far as it bears them out (`Linker::reply_gap`: the gaps learned
 //!   against the time-shifted null, not from the links, per reply type and number of
-//!   calls, and pooled over the numbers for a number too rare to have been learned).
+//!   calls, and by the reply's size class too, and pooled over the numbers for a number too
+//!   rare to have been learned).
 //!   `paths` weighs its instances by it. On the generator's earlier "@45" traces (28
 //!   candidate parents per call by Project 5's measure) a web server's calls got their true
 //!   parent 37.4% of the time with the look-ahead, 30.4% without.
@@ -1962,7 +1963,7 @@ impl Linker {
                 // the wrong task) is still one that such replies do not take. Evidence for
                 // the call raises what the clean-gap test left; evidence against it and that
                 // test both say the task lost a call: the stronger one counts.
-                let g = self.reply_gap(p, c);
+                let g = self.reply_gap(p, c, m.bytes);
                 if g > 1.0 { r * g } else { r.min(g) }
             }
             _ => 1.0,
@@ -2020,14 +2021,16 @@ impl Linker {
     /// Calls that were hard to place lose their task's instances to an untypical gap and
     /// regain what their doubt cost at a typical one; calls not in doubt are not judged (a
     /// rare pattern's gap shows little excess on a busy node, but its calls are not in
-    /// doubt). A number of calls too rare to have [`MATCH_SAMPLES`] replies is judged by the
-    /// gaps pooled over all numbers. Where the task had an earlier answer of the latest's
+    /// doubt). The gaps are learned, too, per reply type, number of calls and size class of
+    /// the reply (`bytes`, its power of two), and judged by those first; a number of calls
+    /// too rare to have [`MATCH_SAMPLES`] replies is judged by the gaps pooled over all
+    /// numbers. Where the task had an earlier answer of the latest's
     /// kind, only answers that came after its latest call was sent are scanned, at both
     /// times (else the earlier answers' mode, narrower in the log bins and so taller, could
     /// be the one fitted: on the generator's multi-tier preset at parallelism 45, seed 8,
     /// an application server's two-query replies were judged against their tasks' first
     /// answers for half the trace, and their instances weighed at the floor).
-    fn reply_gap(&mut self, p: &Prep, latest: &Candidate) -> f64 {
+    fn reply_gap(&mut self, p: &Prep, latest: &Candidate, bytes: Option<u64>) -> f64 {
         let Some(task) = p.answers.and_then(|t| self.tasks.get(&t)) else {
             return 1.0;
         };
@@ -2046,6 +2049,13 @@ impl Linker {
         }
         let hasher = FixedState::with_seed(0x7368_6170);
         let kind = hasher.hash_one((latest.kind, task.calls.min(4)));
+        // And by the reply's size class (its power of two): tasks of one reply type and
+        // number of calls can be of several kinds, each replying after its own gap (a web
+        // server's reports reply 2 ms after their application call's answer, its dynamic
+        // pages 1.5 ms, with 45 and 12 kB); judged by the mixture, the rarer kind's replies
+        // are raised where the commoner's gap is.
+        let sized = bytes
+            .map(|b| hasher.hash_one((latest.kind, task.calls.min(4), 64 - b.leading_zeros())));
         let pooled = hasher.hash_one((latest.kind, POOLED_CALLS));
         let window = self.config.delay_window_ns;
         let ready = |k: &u64| {
@@ -2053,7 +2063,7 @@ impl Linker {
                 .get(k)
                 .is_some_and(|d| matured(d, window, p.event_ns))
         };
-        let judge = [kind, pooled].into_iter().find(ready);
+        let judge = sized.into_iter().chain([kind, pooled]).find(ready);
         let typical = match judge
             .and_then(|k| self.reply_gaps.get_mut(&k))
             .and_then(|d| d.likelihood_ratio(latest.delay as f64, REPLY_GAP_SIGMAS))
@@ -2100,7 +2110,7 @@ impl Linker {
                 }
             }
             let memory = self.config.causal_memory;
-            for k in [kind, pooled] {
+            for k in sized.into_iter().chain([kind, pooled]) {
                 let d = causal_at(&mut self.reply_gaps, k, (window, p.event_ns), memory);
                 for &(gap, null) in &gaps {
                     if null {
