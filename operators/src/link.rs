@@ -2921,6 +2921,13 @@ mod tests {
         Message::between(src, dst, send, recv)
     }
 
+    /// A message `src` → `dst` sent at `send`, received 10 µs later, of `bytes` if given.
+    fn sized_msg(src: &str, dst: &str, send: Time, bytes: Option<u64>) -> Message {
+        let mut m = msg(src, dst, send, send + 10_000);
+        m.bytes = bytes;
+        m
+    }
+
     fn run(messages: Vec<Message>) -> Vec<Linked> {
         run_with(messages, LinkConfig::default())
     }
@@ -3196,9 +3203,7 @@ mod tests {
         let mut messages = Vec::new();
         let mut truth = Vec::new();
         let sized_msg = |src: &str, dst: &str, send: Time, bytes: u64| {
-            let mut m = msg(src, dst, send, send + 10 * US);
-            m.bytes = sized.then_some(bytes);
-            m
+            sized_msg(src, dst, send, sized.then_some(bytes))
         };
         for i in 0..slots {
             let t = 1_000 * MS + i * 10 * MS;
@@ -3304,11 +3309,6 @@ mod tests {
         const US: Time = 1_000;
         let mut messages = Vec::new();
         let mut truth = Vec::new();
-        let sized_msg = |src: &str, dst: &str, send: Time, bytes: Option<u64>| {
-            let mut m = msg(src, dst, send, send + 10 * US);
-            m.bytes = bytes;
-            m
-        };
         for i in 0..slots {
             let t = 1_000 * MS + i * 10 * MS;
             let jitter = |k: u64| ((i * 7_919 + k * 104_729) % 401) * US;
