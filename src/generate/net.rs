@@ -608,6 +608,9 @@ impl<'a> Network<'a> {
                 }
             }
         }
+        // In connection order, not the pool table's (random) order: the same seed gives the
+        // same packets.
+        closing.sort_unstable();
         for id in closing {
             self.close(id, before);
             for list in self.pools.values_mut() {
