@@ -77,8 +77,10 @@ pub enum Command {
     Stats(StatsArgs),
     /// Write a synthetic trace with ground truth (after Project 5's maketrace).
     ///
-    /// Tracelets (templates of message sequences between named nodes, with Gaussian delays)
-    /// are instantiated by concurrent clients with think times. The output directory receives
+    /// Tracelets (templates of message sequences between named nodes, with delays drawn from
+    /// Gaussian, log-normal, gamma, Pareto or bimodal families, and calls a cache may skip)
+    /// are instantiated by concurrent clients with think times. The system is a preset, a
+    /// TOML file, or drawn at random from the seed (--random). The output directory receives
     /// one pcap per sniffer (real TCP: handshake, segments, ACKs, FIN; and UDP) or a
     /// message-trace CSV, a names file, and truth.jsonl with the true path instances and
     /// patterns.
@@ -87,6 +89,7 @@ pub enum Command {
     ///   causeway generate --preset multi-tier --messages 200000 -o /tmp/mt
     ///   causeway generate --preset children-parallel --parallelism 5 --format csv -o /tmp/cp
     ///   causeway generate --config my-system.toml --sniffers per-host --clock-offset 10ms -o /tmp/x
+    ///   causeway generate --random --seed 3 --print-system
     #[command(verbatim_doc_comment)]
     Generate(GenerateArgs),
     /// Generate a multi-tier trace in a temporary directory and analyse it.
@@ -837,13 +840,25 @@ pub struct GenerateArgs {
     #[arg(
         long,
         value_name = "NAME",
-        conflicts_with = "config",
-        required_unless_present = "config"
+        conflicts_with_all = ["config", "random"],
+        required_unless_present_any = ["config", "random"]
     )]
     pub preset: Option<String>,
     /// A system description in TOML (see `causeway generate --print-preset multi-tier`).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "random")]
     pub config: Option<PathBuf>,
+    /// A system drawn at random from --seed, unlike the presets: 2 to 6 tiers of roles with
+    /// one to three nodes each; several request types of different weights sharing nodes,
+    /// each a call tree of depth 2 to 6 and fan-out 1 to 5, sequential calls and parallel
+    /// ones joined when all have returned; calls a cache skips some of the time; each step's
+    /// delay from a normal, log-normal, gamma, bimodal or heavy-tailed (Pareto, wide
+    /// log-normal) family. See it with --print-system.
+    #[arg(long)]
+    pub random: bool,
+    /// Print the system's TOML (preset, --config or --random; a starting point for --config)
+    /// and exit.
+    #[arg(long)]
+    pub print_system: bool,
     /// Print a preset's TOML (a starting point for --config) and exit.
     #[arg(long, value_name = "NAME", exclusive = true)]
     pub print_preset: Option<String>,
@@ -852,7 +867,7 @@ pub struct GenerateArgs {
         short,
         long,
         value_name = "DIR",
-        required_unless_present = "print_preset"
+        required_unless_present_any = ["print_preset", "print_system"]
     )]
     pub output: Option<PathBuf>,
     /// Stop after this many messages.

@@ -1,8 +1,8 @@
 //! `causeway generate`: synthetic traces with ground truth, after Project 5's maketrace
 //! (§7.1.1).
 //!
-//! A [`config::System`] (a preset or a TOML file) describes server nodes, services and
-//! tracelets. [`sim::Simulator`] instantiates tracelets in client loops with think times;
+//! A [`config::System`] (a preset, a TOML file, or one drawn at random by [`random`])
+//! describes server nodes, services and tracelets. [`sim::Simulator`] instantiates tracelets in client loops with think times;
 //! [`net::Network`] carries each message over TCP connections or UDP; [`write`](mod@write) places
 //! sniffers (one mirror port, or one per server host in that host's clock, with loss) and
 //! writes pcap/pcapng captures or a message-trace CSV; [`truth`] records the true path
@@ -10,6 +10,7 @@
 
 pub mod config;
 pub mod net;
+pub mod random;
 pub mod sim;
 pub mod truth;
 pub mod write;
@@ -82,14 +83,23 @@ pub fn run(args: &GenerateArgs) -> Result<()> {
         return Ok(());
     }
     let mut system = match (&args.preset, &args.config) {
+        _ if args.random => {
+            let config = random::system(args.seed);
+            let origin = format!("the random system of seed {}", args.seed);
+            System::from_config(config, &origin)?
+        }
         (Some(name), _) => System::from_toml(config::preset(name)?, name)?,
         (None, Some(path)) => {
             let text =
                 std::fs::read_to_string(path).with_context(|| format!("{}", path.display()))?;
             System::from_toml(&text, &path.display().to_string())?
         }
-        (None, None) => bail!("give --preset NAME or --config FILE"),
+        (None, None) => bail!("give --preset NAME, --config FILE or --random"),
     };
+    if args.print_system {
+        print!("{}", system.config.to_toml());
+        return Ok(());
+    }
     if let Some(role) = &args.dnat {
         system = system.with_dnat(role)?;
     }

@@ -1,5 +1,6 @@
-//! Instances of tracelets in time: client loops with think times, Gaussian delays, network
-//! latency; and the mean per-node parallelism such a run has.
+//! Instances of tracelets in time: client loops with think times, delays drawn from each
+//! message's family, skipped calls (cache hits), network latency; and the mean per-node
+//! parallelism such a run has.
 //!
 //! Each tracelet runs in `parallel × multiplier` client loops; each loop is one client host
 //! that runs an instance, waits a uniform think time (scaled by `think_scale`), and starts the
@@ -184,19 +185,39 @@ impl Iterator for Simulator<'_> {
         let mss = system.config.mss.max(1) as f64;
         let start_ns = start as f64;
         let mut messages: Vec<GenMessage> = Vec::with_capacity(tracelet.messages.len());
+        // Per template message: whether it was skipped, and what its arrival means to the
+        // messages that wait for it: (time, the template message that is their parent).
+        // A skipped subtree stands for the moment its call would have been sent, caused by
+        // the call's own parent.
+        let mut skipped: Vec<Option<(f64, Option<usize>)>> = vec![None; tracelet.messages.len()];
+        let mut effect: Vec<(f64, Option<usize>)> = Vec::with_capacity(tracelet.messages.len());
         for (i, t) in tracelet.messages.iter().enumerate() {
             let from = hosts[t.from];
             let to = hosts[t.to];
             let (parent, send_ns) = if t.after.is_empty() {
                 (None, start_ns)
             } else {
-                let (p, trigger) = t.after.iter().map(|&a| (a, messages[a].recv_ns)).fold(
-                    (t.after[0], f64::MIN),
-                    |best, x| if x.1 > best.1 { x } else { best },
-                );
-                let delay = self.gauss(t.delay_ns.0, t.delay_ns.1).max(1_000.0);
-                (Some(p), trigger + delay)
+                let (p, trigger) = t
+                    .after
+                    .iter()
+                    .map(|&a| (effect[a].1, effect[a].0))
+                    .fold((effect[t.after[0]].1, f64::MIN), |best, x| {
+                        if x.1 > best.1 { x } else { best }
+                    });
+                (p, trigger + t.delay.sample(&mut self.rng))
             };
+            if t.skip > 0.0 && skipped[i].is_none() && self.rng.random::<f64>() < t.skip {
+                // What waits for the subtree's return goes on when the call would have been
+                // sent, and its parent is the call's.
+                for &j in &t.subtree {
+                    skipped[j] = Some((send_ns, parent));
+                }
+            }
+            if let Some(stand_in) = skipped[i] {
+                effect.push(stand_in);
+                continue;
+            }
+            effect.push((f64::NAN, Some(i)));
             let bytes = ((t.bytes as f64) * self.rng.random_range(0.9..1.1))
                 .round()
                 .max(1.0) as u32;
@@ -206,8 +227,9 @@ impl Iterator for Simulator<'_> {
             };
             let segments = (bytes as f64 / mss).ceil().max(1.0);
             let recv_ns = send_ns + (segments - 1.0) * SEGMENT_GAP_NS + latency_ns;
+            effect[i].0 = recv_ns;
             messages.push(GenMessage {
-                id: self.next_message,
+                id: 0,
                 index: i,
                 parent,
                 from,
@@ -218,6 +240,21 @@ impl Iterator for Simulator<'_> {
                 bytes,
                 answers: t.answers,
             });
+        }
+        // Positions in the instance instead of template indices, once calls were skipped.
+        if skipped.iter().any(Option::is_some) {
+            let mut position = vec![usize::MAX; skipped.len()];
+            for (k, m) in messages.iter().enumerate() {
+                position[m.index] = k;
+            }
+            for m in &mut messages {
+                m.index = position[m.index];
+                m.parent = m.parent.map(|p| position[p]);
+                m.answers = m.answers.map(|a| position[a]);
+            }
+        }
+        for m in &mut messages {
+            m.id = self.next_message;
             self.next_message += 1;
         }
         let instance = Instance {
@@ -441,6 +478,105 @@ mod tests {
                 inst.messages[p].recv_ns,
                 inst.messages[3].recv_ns.max(inst.messages[4].recv_ns)
             );
+        }
+    }
+
+    /// Checks an instance's messages: each parent arrived at the sender before it was sent,
+    /// each return answers an earlier call between the same hosts, ids run on.
+    fn check_causal(inst: &Instance) {
+        for (k, m) in inst.messages.iter().enumerate() {
+            assert_eq!(m.index, k);
+            assert!(m.recv_ns > m.send_ns);
+            if let Some(p) = m.parent {
+                let parent = &inst.messages[p];
+                assert!(p < k);
+                assert_eq!(parent.to, m.from);
+                assert!(m.send_ns >= parent.recv_ns);
+            } else {
+                assert_eq!(k, 0);
+            }
+            if let Some(c) = m.answers {
+                let call = &inst.messages[c];
+                assert!(c < k && call.answers.is_none());
+                assert_eq!((call.from, call.to), (m.to, m.from));
+            }
+            if k > 0 {
+                assert_eq!(m.id, inst.messages[k - 1].id + 1);
+            }
+        }
+    }
+
+    #[test]
+    fn skipped_calls_leave_out_their_subtree() {
+        let text = r#"
+name = "cache"
+[[node]]
+name = "a1"
+role = "a"
+[[node]]
+name = "b1"
+role = "b"
+[[node]]
+name = "c1"
+role = "c"
+[[service]]
+role = "a"
+port = 1
+[[service]]
+role = "b"
+port = 2
+[[service]]
+role = "c"
+port = 3
+[[tracelet]]
+name = "t"
+think_ms = [1, 2]
+messages = [
+  { from = "client", to = "a" },
+  { from = "a", to = "b", after = 0, skip = 0.3, delay_ms = [2, 0] },
+  { from = "b", to = "c", after = 1 },
+  { from = "c", to = "b", after = 2 },
+  { from = "b", to = "a", after = 3 },
+  { from = "a", to = "c", after = 4, delay_ms = [1, 0] },
+  { from = "c", to = "a", after = 5 },
+  { from = "a", to = "client", after = 6 },
+]
+"#;
+        let s = System::from_toml(text, "cache").unwrap();
+        let (mut hits, mut n) = (0, 0);
+        for inst in Simulator::new(&s, 5, 1, 1.0).take(2_000) {
+            check_causal(&inst);
+            n += 1;
+            match inst.messages.len() {
+                8 => {}
+                4 => {
+                    hits += 1;
+                    // a's call to c follows the client's call, 2 ms (the skipped call's
+                    // delay) and 1 ms after it arrived.
+                    let (first, call) = (&inst.messages[0], &inst.messages[1]);
+                    assert_eq!(call.parent, Some(0));
+                    assert!((call.send_ns - first.recv_ns - 3e6).abs() < 1.0);
+                    assert_eq!(inst.messages[2].answers, Some(1));
+                    assert_eq!(inst.messages[3].parent, Some(2));
+                }
+                other => panic!("{other} messages"),
+            }
+        }
+        let share = f64::from(hits) / f64::from(n);
+        assert!((share - 0.3).abs() < 0.04, "skipped {share}");
+    }
+
+    #[test]
+    fn random_systems_give_causal_instances() {
+        for seed in 0..40 {
+            let config = super::super::random::system(seed);
+            let s = System::from_config(config, "random").unwrap();
+            let mut sizes = std::collections::BTreeSet::new();
+            for inst in Simulator::new(&s, seed, 1, 1.0).take(300) {
+                check_causal(&inst);
+                sizes.insert((inst.tracelet, inst.messages.len()));
+            }
+            assert!(sizes.len() >= 2, "seed {seed}: {sizes:?}");
         }
     }
 
