@@ -90,6 +90,8 @@ pub enum Command {
     ///   causeway generate --preset children-parallel --parallelism 5 --format csv -o /tmp/cp
     ///   causeway generate --config my-system.toml --sniffers per-host --clock-offset 10ms -o /tmp/x
     ///   causeway generate --random --seed 3 --print-system
+    ///   causeway generate --random --seed 3 --parallelism 3 --format csv --endpoints names \
+    ///       --no-kind --resolution 1ms -o /tmp/r3
     #[command(verbatim_doc_comment)]
     Generate(GenerateArgs),
     /// Generate a multi-tier trace in a temporary directory and analyse it.
@@ -832,6 +834,16 @@ pub enum SniffersArg {
     PerHost,
 }
 
+/// How a message trace names the ends of a message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum EndpointsArg {
+    /// `ip:port` endpoints.
+    #[value(name = "ip-port", alias = "ip:port")]
+    IpPort,
+    /// Node names; every client is `client`.
+    Names,
+}
+
 /// `causeway generate`.
 #[derive(Debug, Args)]
 pub struct GenerateArgs {
@@ -905,6 +917,19 @@ pub struct GenerateArgs {
     /// Also gzip-compress the captures (.pcap.gz).
     #[arg(long)]
     pub gzip: bool,
+    /// How a message trace (--format csv) names the ends of a message: `ip-port` endpoints,
+    /// or `names`, the nodes' names (every client `client`), as tracers that know services
+    /// but not addresses write them; truth.jsonl then names nodes the same way.
+    #[arg(long, value_enum, value_name = "HOW", default_value_t = EndpointsArg::IpPort)]
+    pub endpoints: EndpointsArg,
+    /// Leave out the `kind` and `call_id` columns of a message trace (--format csv): which
+    /// message is a call and which answers it must then be inferred.
+    #[arg(long)]
+    pub no_kind: bool,
+    /// Truncate a message trace's timestamps (--format csv) to this resolution, as a tracer
+    /// with 1 ms timestamps gives them (e.g. 1ms, 10us); truth.jsonl has the same values.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub resolution: Option<Duration>,
     /// Put a DNAT load balancer (node `lb`, address 10.0.255.1) in front of the nodes of
     /// ROLE, as iptables DNAT does: callers address the load balancer, which rewrites the
     /// destination to one of the role's nodes; answers come back from the virtual address.

@@ -5,7 +5,10 @@
 //! in preorder with their true and local timestamps, parent index and, for message traces, the
 //! data row), and one `pattern` per pattern with its count and true per-node and per-hop delays.
 //! Nodes are named as `--names` would name them, clients aggregated to `CLIENT`, ephemeral
-//! ports as `*` (`dst_port: null`).
+//! ports as `*` (`dst_port: null`). For a trace written with node names (`--endpoints
+//! names`), nodes are named as `analyze` names them there: by the names themselves (clients
+//! `client`), with no ports; the header then says `"endpoints": "names"` and each message
+//! gives its `kind`.
 
 use std::collections::BTreeMap;
 
@@ -87,6 +90,8 @@ pub struct TruthMessage {
     pub id: u64,
     /// Which sides a sniffer captured (for message traces: which timestamps the row has).
     pub captured: super::write::Sides,
+    /// `call` or `return`, written when the trace's ends do not tell (names without ports).
+    pub kind: Option<&'static str>,
 }
 
 /// Per-pattern aggregates.
@@ -269,6 +274,7 @@ mod tests {
             parent,
             id: 0,
             captured: Default::default(),
+            kind: None,
         }
     }
 

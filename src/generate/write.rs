@@ -407,6 +407,24 @@ impl Captures {
     }
 }
 
+/// How a message trace names the two ends of a message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum End {
+    /// An `ip:port` endpoint.
+    Endpoint(SocketAddrV4),
+    /// A node's name (shared by every row of the node).
+    Name(Rc<str>),
+}
+
+impl std::fmt::Display for End {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            End::Endpoint(e) => e.fmt(f),
+            End::Name(n) => f.write_str(n),
+        }
+    }
+}
+
 /// One row of a message trace, waiting for its turn.
 pub struct Row {
     /// Event time used for ordering: send time, or receive time when the send side is lost.
@@ -417,16 +435,15 @@ pub struct Row {
     pub send_ns: Option<u64>,
     /// Receive time in the receiver's clock.
     pub recv_ns: Option<u64>,
-    /// Sender endpoint.
-    pub src: SocketAddrV4,
-    /// Receiver endpoint.
-    pub dst: SocketAddrV4,
+    /// Sender.
+    pub src: End,
+    /// Receiver.
+    pub dst: End,
     /// Size.
     pub bytes: u32,
-    /// call or return.
-    pub kind: &'static str,
-    /// Pairs a call with its return.
-    pub call_id: String,
+    /// `call` or `return`, and the id that pairs a call with its return; `None` when the
+    /// trace has no `kind` and `call_id` columns.
+    pub kind: Option<(&'static str, String)>,
 }
 
 impl PartialEq for Row {
@@ -455,16 +472,21 @@ pub struct TraceCsv {
 }
 
 impl TraceCsv {
-    /// Creates `dir/messages.csv` (or `.csv.gz`).
-    pub fn open(dir: &Path, gzip: bool) -> Result<TraceCsv> {
+    /// Creates `dir/messages.csv` (or `.csv.gz`), with the `kind` and `call_id` columns when
+    /// `kind` holds.
+    pub fn open(dir: &Path, gzip: bool, kind: bool) -> Result<TraceCsv> {
         let path = dir.join(if gzip {
             "messages.csv.gz"
         } else {
             "messages.csv"
         });
         let mut out = create(&path, gzip)?;
-        writeln!(out, "send_ns,recv_ns,src,dst,bytes,kind,call_id")
-            .with_context(|| format!("{}", path.display()))?;
+        let header = if kind {
+            "send_ns,recv_ns,src,dst,bytes,kind,call_id"
+        } else {
+            "send_ns,recv_ns,src,dst,bytes"
+        };
+        writeln!(out, "{header}").with_context(|| format!("{}", path.display()))?;
         Ok(TraceCsv {
             path,
             out,
@@ -488,17 +510,26 @@ impl TraceCsv {
                 break;
             };
             let opt = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_default();
-            writeln!(
-                self.out,
-                "{},{},{},{},{},{},{}",
-                opt(r.send_ns),
-                opt(r.recv_ns),
-                r.src,
-                r.dst,
-                r.bytes,
-                r.kind,
-                r.call_id
-            )
+            match &r.kind {
+                Some((kind, call_id)) => writeln!(
+                    self.out,
+                    "{},{},{},{},{},{kind},{call_id}",
+                    opt(r.send_ns),
+                    opt(r.recv_ns),
+                    r.src,
+                    r.dst,
+                    r.bytes,
+                ),
+                None => writeln!(
+                    self.out,
+                    "{},{},{},{},{}",
+                    opt(r.send_ns),
+                    opt(r.recv_ns),
+                    r.src,
+                    r.dst,
+                    r.bytes,
+                ),
+            }
             .with_context(|| format!("{}", self.path.display()))?;
             written(r.id, self.rows);
             self.rows += 1;
