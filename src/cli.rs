@@ -107,6 +107,7 @@ pub enum Command {
     /// Examples:
     ///   causeway score --truth /tmp/mt/truth.jsonl patterns.jsonl
     ///   causeway score --truth truth.jsonl --rank count --format json patterns.jsonl
+    ///   causeway score --truth truth.jsonl --baseline latest-in
     #[command(verbatim_doc_comment)]
     Score(ScoreArgs),
     /// Run a program with its socket calls logged (WAP5's LibSockCap), as strace runs one.
@@ -324,6 +325,15 @@ pub enum DelayModelArg {
     Learned,
 }
 
+/// A trivial linker `causeway score` can score instead of analyze's output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum BaselineArg {
+    /// The parent of a message a node sends is the latest message the node received at or
+    /// before the send (its own clock; at equal times the one listed earlier); messages from
+    /// clients are roots.
+    LatestIn,
+}
+
 /// `causeway score`.
 #[derive(Debug, Args)]
 pub struct ScoreArgs {
@@ -332,8 +342,16 @@ pub struct ScoreArgs {
     pub truth: PathBuf,
     /// JSON lines written by `causeway analyze --format jsonl` (patterns, and instances for
     /// the instance- and message-level figures); `-` reads stdin.
-    #[arg(value_name = "PATTERNS")]
-    pub patterns: String,
+    #[arg(value_name = "PATTERNS", required_unless_present = "baseline")]
+    pub patterns: Option<String>,
+    /// Score a trivial linker run on the truth's own messages instead, and print its
+    /// message-level recall (the share of messages given their true parent), to set beside
+    /// analyze's. latest-in: a message's parent is the latest message its sender received
+    /// at or before sending it (the sender's clock; at equal times the row listed earlier);
+    /// messages from clients are roots. A client is a node that never receives a call (with
+    /// a kind column; else one no other node ever speaks to first).
+    #[arg(long, value_enum, value_name = "LINKER", conflicts_with = "patterns")]
+    pub baseline: Option<BaselineArg>,
     /// How to rank the inferred patterns (the truth is ranked by count).
     #[arg(long, value_enum, default_value_t = RankArg::Expected)]
     pub rank: RankArg,

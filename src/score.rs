@@ -24,6 +24,16 @@
 //!
 //! Parsing ([`parse_truth`], [`parse_patterns`]) is separate from scoring ([`score`], a pure
 //! function), so that both can be tested on in-memory text.
+//!
+//! `--baseline latest-in` scores a trivial linker instead, run on the truth's own messages
+//! ([`parse_truth_messages`], [`latest_in`]): a message's parent is the latest message its
+//! sender received at or before sending it (in the sender's clock, as the trace gives it; at
+//! equal times the row listed earlier), and messages from clients are roots. With a `kind`
+//! column a client is a node that never receives a call (`causeway generate`'s truth says
+//! which messages are calls: by their port, or by `kind` when the trace names nodes); without
+//! one, a node no other node ever speaks to first (at each node, in its own clock, a peer's
+//! first message arriving before the node's first message to it). Its message-level recall
+//! is the figure `score` gives analyze's output, to set them side by side.
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
@@ -36,7 +46,7 @@ use serde_json::Value;
 
 use causeway_operators::PatternNode;
 
-use crate::cli::{RankArg, ScoreArgs, ScoreFormatArg};
+use crate::cli::{BaselineArg, RankArg, ScoreArgs, ScoreFormatArg};
 
 /// How far apart two timestamps of the same message may be (ns): ±1 ms.
 const TIME_TOLERANCE_NS: u64 = 1_000_000;
@@ -53,12 +63,18 @@ const NONE32: u32 = u32::MAX;
 pub fn run(args: &ScoreArgs) -> Result<()> {
     let truth_name = args.truth.display().to_string();
     let file = File::open(&args.truth).with_context(|| truth_name.clone())?;
+    if let Some(baseline) = args.baseline {
+        return run_baseline(baseline, file, &truth_name, args.format);
+    }
+    let Some(patterns) = &args.patterns else {
+        bail!("give the analyze output to score (PATTERNS), or --baseline");
+    };
     let truth = parse_truth(BufReader::with_capacity(1 << 20, file), &truth_name)?;
-    let (ours, ours_name) = if args.patterns == "-" {
+    let (ours, ours_name) = if patterns == "-" {
         let name = "stdin".to_owned();
         (parse_patterns(std::io::stdin().lock(), &name)?, name)
     } else {
-        let name = args.patterns.clone();
+        let name = patterns.clone();
         let file = File::open(&name).with_context(|| name.clone())?;
         (
             parse_patterns(BufReader::with_capacity(1 << 20, file), &name)?,
@@ -82,11 +98,43 @@ pub fn run(args: &ScoreArgs) -> Result<()> {
             .and_then(|()| writeln!(out)),
     }
     .and_then(|()| out.flush());
+    finish_output(written)
+}
+
+/// A reader that has seen enough (`| head`) is no failure.
+fn finish_output(written: std::io::Result<()>) -> Result<()> {
     match written {
-        // A reader that has seen enough (`| head`) is no failure.
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         other => Ok(other.context("stdout")?),
     }
+}
+
+/// `causeway score --baseline`: the baseline's message-level recall on the truth.
+fn run_baseline(
+    baseline: BaselineArg,
+    file: File,
+    truth_name: &str,
+    format: ScoreFormatArg,
+) -> Result<()> {
+    let truth = parse_truth_messages(BufReader::with_capacity(1 << 20, file), truth_name)?;
+    if let Some(line) = truth.first_malformed {
+        tracing::warn!(
+            "skipped {} malformed lines in {truth_name}, first at line {line}",
+            truth.malformed
+        );
+    }
+    let report = match baseline {
+        BaselineArg::LatestIn => baseline_report("latest-in", &truth, &latest_in(&truth)),
+    };
+    let mut out = std::io::stdout().lock();
+    let written = match format {
+        ScoreFormatArg::Table => write_baseline(&mut out, &report, truth_name),
+        ScoreFormatArg::Json => serde_json::to_writer_pretty(&mut out, &report)
+            .map_err(std::io::Error::from)
+            .and_then(|()| writeln!(out)),
+    }
+    .and_then(|()| out.flush());
+    finish_output(written)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1093,6 +1141,340 @@ const NO_INSTANCES: &str =
 /// Patterns listed in the delay table.
 const TABLE_PATTERNS: usize = 30;
 
+// ---------------------------------------------------------------------------------------------
+// Baselines
+
+/// One true message as a baseline sees it: what the trace gives of it, and its true parent.
+#[derive(Clone, Copy, Debug)]
+struct BaseMsg {
+    /// Send time in the sender's clock, when the trace has it.
+    send_ns: Option<u64>,
+    /// Receive time in the receiver's clock, when the trace has it.
+    recv_ns: Option<u64>,
+    /// Place in the trace (its row; the truth's order without rows).
+    order: u64,
+    /// Sender and receiver, numbered.
+    src: u32,
+    dst: u32,
+    /// Whether it is a call (the truth's `kind`, or a fixed destination port).
+    call: bool,
+    /// The true parent's index.
+    parent: Option<u32>,
+}
+
+/// The true messages of a truth file, for a baseline.
+#[derive(Debug, Default)]
+pub struct TruthMessages {
+    messages: Vec<BaseMsg>,
+    /// Number of distinct nodes.
+    nodes: usize,
+    /// Number of instances.
+    instances: usize,
+    /// Whether the trace has a `kind` column (the truth's header says when it has not).
+    kind_column: bool,
+    /// Lines that were not JSON or not a valid `instance` line.
+    pub malformed: usize,
+    /// 1-based number of the first malformed line.
+    pub first_malformed: Option<usize>,
+}
+
+impl TruthMessages {
+    /// Number of true messages.
+    pub fn len(&self) -> usize {
+        self.messages.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.messages.is_empty()
+    }
+}
+
+#[derive(Deserialize)]
+struct BaseLineIn {
+    kind: Option<String>,
+    kind_column: Option<bool>,
+    messages: Option<Vec<BaseMsgIn>>,
+}
+
+#[derive(Deserialize)]
+struct BaseMsgIn {
+    src: String,
+    dst: String,
+    dst_port: Option<u16>,
+    send_ns: Option<u64>,
+    recv_ns: Option<u64>,
+    send_captured: Option<bool>,
+    recv_captured: Option<bool>,
+    parent: Option<usize>,
+    row: Option<u64>,
+    kind: Option<String>,
+}
+
+/// Reads the true messages of `truth.jsonl` (its `instance` lines and `truth` header) for a
+/// baseline. A message's timestamps count only where the trace has them (`send_captured`,
+/// `recv_captured`); when the truth gives rows, a message without one is not in the trace.
+pub fn parse_truth_messages(mut reader: impl BufRead, name: &str) -> Result<TruthMessages> {
+    let mut out = TruthMessages {
+        kind_column: true,
+        ..TruthMessages::default()
+    };
+    // (message, whether the line gave a row)
+    let mut read: Vec<(BaseMsgIn, u32)> = Vec::new();
+    let mut node_ids: HashMap<String, u32> = HashMap::new();
+    let mut buf = Vec::new();
+    let mut line_no = 0usize;
+    loop {
+        buf.clear();
+        let n = reader
+            .read_until(b'\n', &mut buf)
+            .with_context(|| format!("{name}: line {}", line_no + 1))?;
+        if n == 0 {
+            break;
+        }
+        line_no += 1;
+        let text = buf.trim_ascii();
+        if text.is_empty() {
+            continue;
+        }
+        let ok = match serde_json::from_slice::<BaseLineIn>(text) {
+            Ok(line) => match line.kind.as_deref() {
+                Some("instance") => match line.messages {
+                    Some(list) if !list.is_empty() && out.instances < NONE32 as usize => {
+                        let count = list.len();
+                        let start = read.len();
+                        let valid = list
+                            .iter()
+                            .enumerate()
+                            .all(|(i, m)| m.parent.is_none_or(|p| p < count && p != i));
+                        if valid && start + count < NONE32 as usize {
+                            read.extend(list.into_iter().map(|m| (m, start as u32)));
+                            out.instances += 1;
+                            true
+                        } else {
+                            false
+                        }
+                    }
+                    _ => false,
+                },
+                Some("truth") => {
+                    out.kind_column = line.kind_column.unwrap_or(true);
+                    true
+                }
+                Some(_) => true,
+                None => false,
+            },
+            // Other kinds, and the header (whose `messages` is a count), may have fields of
+            // these names with other types.
+            Err(_) => match serde_json::from_slice::<Value>(text) {
+                Ok(v) => match v.get("kind").and_then(Value::as_str) {
+                    Some("instance") | None => false,
+                    Some("truth") => {
+                        out.kind_column = v
+                            .get("kind_column")
+                            .and_then(Value::as_bool)
+                            .unwrap_or(true);
+                        true
+                    }
+                    Some(_) => true,
+                },
+                Err(_) => false,
+            },
+        };
+        if !ok {
+            out.malformed += 1;
+            out.first_malformed.get_or_insert(line_no);
+        }
+    }
+    if out.instances == 0 {
+        bail!(
+            "{name}: no `instance` lines (expected the truth.jsonl that `causeway generate` writes)"
+        );
+    }
+    let with_rows = read.iter().any(|(m, _)| m.row.is_some());
+    let mut node = |n: String| -> u32 {
+        let next = node_ids.len() as u32;
+        *node_ids.entry(n).or_insert(next)
+    };
+    out.messages = read
+        .into_iter()
+        .enumerate()
+        .map(|(i, (m, start))| {
+            let in_trace = !with_rows || m.row.is_some();
+            let call = match m.kind.as_deref() {
+                Some(k) => k == "call",
+                None => m.dst_port.is_some(),
+            };
+            BaseMsg {
+                send_ns: m
+                    .send_ns
+                    .filter(|_| in_trace && m.send_captured.unwrap_or(true)),
+                recv_ns: m
+                    .recv_ns
+                    .filter(|_| in_trace && m.recv_captured.unwrap_or(true)),
+                order: if with_rows {
+                    m.row.unwrap_or(u64::MAX)
+                } else {
+                    i as u64
+                },
+                src: node(m.src),
+                dst: node(m.dst),
+                call,
+                // Checked when read: the parent is within its instance, whose messages
+                // number below NONE32 in all.
+                parent: m.parent.map(|p| start + p as u32),
+            }
+        })
+        .collect();
+    out.nodes = node_ids.len();
+    Ok(out)
+}
+
+/// Which nodes are clients: with a kind column, those that never receive a call; without,
+/// those no other node speaks to first.
+fn clients(truth: &TruthMessages) -> Vec<bool> {
+    let mut client = vec![true; truth.nodes];
+    if truth.kind_column {
+        for m in truth.messages.iter().filter(|m| m.call) {
+            client[m.dst as usize] = false;
+        }
+        return client;
+    }
+    // At node a, per peer b: its first message to b, and b's first message to arrive.
+    let mut first_out: HashMap<(u32, u32), (u64, u64)> = HashMap::new();
+    let mut first_in: HashMap<(u32, u32), (u64, u64)> = HashMap::new();
+    for m in &truth.messages {
+        if let Some(t) = m.send_ns {
+            let e = first_out.entry((m.src, m.dst)).or_insert((t, m.order));
+            *e = (*e).min((t, m.order));
+        }
+        if let Some(t) = m.recv_ns {
+            let e = first_in.entry((m.dst, m.src)).or_insert((t, m.order));
+            *e = (*e).min((t, m.order));
+        }
+    }
+    for (&(a, b), &arrived) in &first_in {
+        if first_out.get(&(a, b)).is_none_or(|&sent| arrived < sent) && a != b {
+            client[a as usize] = false;
+        }
+    }
+    client
+}
+
+/// The latest-in linker on the truth's messages: each message's predicted parent (an index
+/// into the messages), `None` for a root.
+pub fn latest_in(truth: &TruthMessages) -> Vec<Option<u32>> {
+    let client = clients(truth);
+    // Per node, the messages it received: (receive time, order, index), sorted.
+    let mut received: Vec<Vec<(u64, u64, u32)>> = vec![Vec::new(); truth.nodes];
+    for (i, m) in truth.messages.iter().enumerate() {
+        if let Some(t) = m.recv_ns {
+            received[m.dst as usize].push((t, m.order, i as u32));
+        }
+    }
+    for list in &mut received {
+        list.sort_unstable();
+    }
+    truth
+        .messages
+        .iter()
+        .map(|m| {
+            let from_client = client[m.src as usize] && (m.call || !truth.kind_column);
+            if from_client {
+                return None;
+            }
+            let send = m.send_ns?;
+            let list = &received[m.src as usize];
+            let before = list.partition_point(|&(t, order, _)| (t, order) < (send, m.order));
+            before.checked_sub(1).map(|k| list[k].2)
+        })
+        .collect()
+}
+
+/// What `score --baseline` reports.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BaselineReport {
+    /// The baseline's name.
+    pub baseline: String,
+    /// How clients were told: `kind` (never receive a call) or `first-contact`.
+    pub clients_by: String,
+    /// Number of true instances.
+    pub truth_instances: usize,
+    /// Number of true messages.
+    pub truth_messages: usize,
+    /// Message-level recall: messages given their true parent (`missing` is 0: the baseline
+    /// places every message).
+    pub messages: MessageRecall,
+}
+
+/// Scores predicted parents (`predicted[i]` for message i) against the truth.
+pub fn baseline_report(
+    name: &str,
+    truth: &TruthMessages,
+    predicted: &[Option<u32>],
+) -> BaselineReport {
+    let correct = truth
+        .messages
+        .iter()
+        .zip(predicted)
+        .filter(|(m, p)| m.parent == **p)
+        .count();
+    let n = truth.messages.len();
+    BaselineReport {
+        baseline: name.to_owned(),
+        clients_by: if truth.kind_column {
+            "kind"
+        } else {
+            "first-contact"
+        }
+        .to_owned(),
+        truth_instances: truth.instances,
+        truth_messages: n,
+        messages: MessageRecall {
+            truth: n,
+            correct,
+            missing: 0,
+            recall: if n == 0 {
+                0.0
+            } else {
+                correct as f64 / n as f64
+            },
+        },
+    }
+}
+
+/// Writes a baseline's report for people.
+fn write_baseline(
+    out: &mut impl Write,
+    r: &BaselineReport,
+    truth_name: &str,
+) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "Truth:    {} instances, {} messages ({truth_name})",
+        r.truth_instances, r.truth_messages
+    )?;
+    let clients = if r.clients_by == "kind" {
+        "nodes that never receive a call"
+    } else {
+        "nodes no other node speaks to first"
+    };
+    writeln!(
+        out,
+        "Baseline: {} (a message's parent is the latest message its sender received; \
+         messages from clients, {clients}, are roots)",
+        r.baseline
+    )?;
+    let m = &r.messages;
+    writeln!(
+        out,
+        "Messages:  {} of {} true messages ascribed to their true parent ({})",
+        m.correct,
+        m.truth,
+        pct(Some(m.recall))
+    )
+}
+
 fn pct(x: Option<f64>) -> String {
     x.map_or_else(|| "n/a".to_owned(), |x| format!("{:.1}%", 100.0 * x))
 }
@@ -1554,6 +1936,134 @@ mod tests {
         write_table(&mut out, &report, "truth", "ours").unwrap();
         let text = String::from_utf8(out).unwrap();
         assert!(text.contains("Instances: n/a"), "{text}");
+    }
+
+    /// A truth message: (src, dst, send, recv, row, parent, dst_port).
+    fn truth_msg(
+        (src, dst): (&str, &str),
+        (send, recv): (u64, u64),
+        row: u64,
+        parent: Option<usize>,
+        port: Option<u16>,
+    ) -> Value {
+        json!({"src": src, "dst": dst, "dst_port": port, "send_ns": send, "recv_ns": recv,
+               "send_captured": true, "recv_captured": true, "parent": parent, "row": row})
+    }
+
+    /// Two interleaved requests CLIENT -> B -> C; latest-in takes C's reply in the first
+    /// for a child of the second's call, which arrived later.
+    fn two_requests() -> Vec<Value> {
+        let i1 = vec![
+            truth_msg(("CLIENT", "B"), (100, 110), 0, None, Some(80)),
+            truth_msg(("B", "C"), (120, 130), 2, Some(0), Some(90)),
+            truth_msg(("C", "B"), (140, 150), 4, Some(1), None),
+            truth_msg(("B", "CLIENT"), (160, 170), 6, Some(2), None),
+        ];
+        let i2 = vec![
+            // B receives this at 125 and sends its call at 125, listed later: it counts.
+            truth_msg(("CLIENT", "B"), (115, 125), 1, None, Some(80)),
+            truth_msg(("B", "C"), (125, 135), 3, Some(0), Some(90)),
+            truth_msg(("C", "B"), (145, 155), 5, Some(1), None),
+            truth_msg(("B", "CLIENT"), (165, 175), 7, Some(2), None),
+        ];
+        vec![
+            json!({"kind": "instance", "probability": 1.0, "messages": i1}),
+            json!({"kind": "instance", "probability": 1.0, "messages": i2}),
+        ]
+    }
+
+    fn lines(values: &[Value]) -> String {
+        values
+            .iter()
+            .map(Value::to_string)
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    #[test]
+    fn latest_in_takes_the_latest_arrival_and_roots_clients_calls() {
+        let text = lines(&two_requests());
+        let truth = parse_truth_messages(text.as_bytes(), "t").unwrap();
+        assert_eq!(truth.len(), 8);
+        let predicted = latest_in(&truth);
+        // Indices: first request 0-3, second 4-7. C's reply in the first (2) is sent at 140,
+        // after the second's call (5) arrived at 135: latest-in picks 5; and B's reply in the
+        // first, sent at 160, follows the second's reply from C (6), which arrived at 155.
+        assert_eq!(
+            predicted,
+            vec![
+                None,
+                Some(0),
+                Some(5),
+                Some(6),
+                None,
+                Some(4),
+                Some(5),
+                Some(6)
+            ]
+        );
+        let report = baseline_report("latest-in", &truth, &predicted);
+        assert_eq!(report.clients_by, "kind");
+        assert_eq!((report.messages.correct, report.messages.truth), (6, 8));
+        assert!((report.messages.recall - 6.0 / 8.0).abs() < 1e-12);
+        let mut out = Vec::new();
+        write_baseline(&mut out, &report, "t").unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.contains("Messages:  6 of 8 true messages ascribed to their true parent (75.0%)"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn latest_in_without_kind_tells_clients_by_who_speaks_first() {
+        // Node names and kinds as `--endpoints names --no-kind` writes them: no ports.
+        let mut values = two_requests();
+        for v in &mut values {
+            for m in v["messages"].as_array_mut().unwrap() {
+                let call = m["dst_port"].is_number();
+                m["kind"] = json!(if call { "call" } else { "return" });
+                m["dst_port"] = Value::Null;
+                for end in ["src", "dst"] {
+                    if m[end] == "CLIENT" {
+                        m[end] = json!("client");
+                    }
+                }
+            }
+        }
+        values.push(json!({"schema": 1, "kind": "truth", "messages": 8, "endpoints": "names",
+                           "kind_column": false}));
+        let truth = parse_truth_messages(lines(&values).as_bytes(), "t").unwrap();
+        assert!(!truth.kind_column);
+        assert_eq!(truth.malformed, 0);
+        let predicted = latest_in(&truth);
+        let report = baseline_report("latest-in", &truth, &predicted);
+        assert_eq!(report.clients_by, "first-contact");
+        assert_eq!(report.messages.correct, 6);
+        assert_eq!(predicted[0], None);
+        assert_eq!(predicted[4], None);
+        // With the kind column but names: the messages' own kinds say which are calls.
+        values.pop();
+        let truth = parse_truth_messages(lines(&values).as_bytes(), "t").unwrap();
+        assert_eq!(latest_in(&truth), predicted);
+    }
+
+    #[test]
+    fn latest_in_uses_only_what_the_trace_has() {
+        let mut values = two_requests();
+        // The second reply's send side was lost: nothing to place it by.
+        values[1]["messages"][3]["send_captured"] = json!(false);
+        // C's reply in the first was lost on both sides: no row, not a candidate.
+        values[0]["messages"][2]["row"] = Value::Null;
+        values.push(json!("not an object"));
+        let truth = parse_truth_messages(lines(&values).as_bytes(), "t").unwrap();
+        assert_eq!((truth.malformed, truth.first_malformed), (1, Some(3)));
+        let predicted = latest_in(&truth);
+        assert_eq!(predicted[2], None);
+        // B's reply in the first still follows C's in the second (arrived at 155 < 160).
+        assert_eq!(predicted[3], Some(6));
+        assert_eq!(predicted[7], None);
+        assert!(parse_truth_messages("{}".as_bytes(), "t").is_err());
     }
 
     #[test]
