@@ -19,6 +19,7 @@
 //!     row: 0,
 //!     send_ns: Some(10),
 //!     recv_ns: Some(12),
+//!     event_ns: 10,
 //!     src: Address::parse("10.0.0.1:4000"),
 //!     dst: Address::parse("10.0.0.2:80"),
 //!     ..TraceRow::default()
@@ -44,7 +45,9 @@ use crate::names::{Names, NodeCache};
 /// Converts a row to a message, naming its nodes.
 ///
 /// Each timestamp is in its own node's clock: the send time in the sender's, the receive time
-/// in the receiver's (the clock domains are the nodes).
+/// in the receiver's (the clock domains are the nodes); they are kept raw. The event time is
+/// the row's, which its reader took in the reference clock (the coarse offset of the host
+/// that stamped it).
 pub fn message_of_row(row: TraceRow, names: &Names, nodes: &mut NodeCache) -> Message {
     let src = nodes.node_of(names, &row.src);
     let dst = nodes.node_of(names, &row.dst);
@@ -55,7 +58,7 @@ pub fn message_of_row(row: TraceRow, names: &Names, nodes: &mut NodeCache) -> Me
         recv_domain: row.recv_ns.map(|_| Domain::Node(dst.clone())),
         send_corrected_ns: None,
         recv_corrected_ns: None,
-        event_ns: row.ts_ns(),
+        event_ns: row.event_ns,
         src,
         dst,
         src_endpoint: row.src,
@@ -106,6 +109,7 @@ mod tests {
             row: 7,
             send_ns: Some(5),
             recv_ns: None,
+            event_ns: 5,
             src: Address::parse("10.0.0.1:40000"),
             dst: Address::parse("10.0.0.2:80"),
             bytes: Some(100),

@@ -294,6 +294,10 @@ pub struct TraceRow {
     pub send_ns: Option<Nanos>,
     /// Receive time in the receiver's clock; `None` where the receive side was not observed.
     pub recv_ns: Option<Nanos>,
+    /// Event time: the send time (else the receive time) in the reference clock, as the
+    /// coarse clock alignment of the trace's hosts puts it (`crate::ordered`); the raw time
+    /// where the trace is read without one.
+    pub event_ns: Nanos,
     /// Sender.
     pub src: Address,
     /// Receiver.
@@ -307,7 +311,8 @@ pub struct TraceRow {
 }
 
 impl TraceRow {
-    /// The row's event time: its send time, or its receive time when the send side is absent.
+    /// The row's raw time: its send time in the sender's clock, or its receive time in the
+    /// receiver's when the send side is absent. Its event time is [`TraceRow::event_ns`].
     pub fn ts_ns(&self) -> Nanos {
         self.send_ns.or(self.recv_ns).unwrap_or(0)
     }
@@ -411,11 +416,12 @@ impl Batch {
         self.len() == 0
     }
 
-    /// Drops the observations stamped before `min_ns`; returns how many.
+    /// Drops the observations stamped before `min_ns` (as [`Batch::ts_at`] reads their
+    /// times); returns how many.
     pub fn drop_before(&mut self, min_ns: Nanos) -> usize {
         let before = self.len();
         self.packets.retain(|p| p.ts_ns >= min_ns);
-        self.rows.retain(|r| r.ts_ns() >= min_ns);
+        self.rows.retain(|r| r.event_ns >= min_ns);
         self.calls.retain(|c| c.ts_ns >= min_ns);
         self.tcp.retain(|t| t.ts_ns >= min_ns);
         before - self.len()
@@ -429,11 +435,13 @@ impl Batch {
         self.tcp.clear();
     }
 
-    /// Event time of the `i`-th observation of the (single) kind it holds.
+    /// Time of the `i`-th observation of the (single) kind it holds: its raw time, which its
+    /// origin's coarse clock offset turns into event time, or for a trace row its event time
+    /// (aligned per host by the reader; a trace's origin has no offset of its own).
     pub fn ts_at(&self, i: usize) -> Option<Nanos> {
         match (self.packets.get(i), self.rows.get(i)) {
             (Some(p), _) => Some(p.ts_ns),
-            (None, Some(r)) => Some(r.ts_ns()),
+            (None, Some(r)) => Some(r.event_ns),
             (None, None) => self
                 .calls
                 .get(i)

@@ -9,7 +9,9 @@
 //!   to `tick_ns`. While one reader alone has records, its batches go to timely whole, without
 //!   copying records.
 //! - **Event time**: a record's raw time minus its origin's coarse clock offset
-//!   ([`Alignment`]), so that inputs whose clocks disagree by hours meet in time.
+//!   ([`Alignment`]), so that inputs whose clocks disagree by hours meet in time; a
+//!   message-trace row's own event time, which its reader aligned by the clock of the host
+//!   that stamped it (a trace's origin has no offset: its hosts have theirs).
 //! - **Watermark**: per reader, the newest time it has sent (or, before it has sent anything,
 //!   its first record's time; for a live reader holding nothing, its clock) minus the
 //!   allowed lateness; the operator's capability follows
@@ -407,7 +409,7 @@ impl Merger {
                     .packets
                     .iter()
                     .map(|p| p.ts_ns)
-                    .chain(batch.rows.iter().map(TraceRow::ts_ns))
+                    .chain(batch.rows.iter().map(|r| r.event_ns))
                     .chain(batch.calls.iter().map(|c| c.ts_ns))
                     .chain(batch.tcp.iter().map(|t| t.ts_ns))
                 {
@@ -442,7 +444,7 @@ impl Merger {
                         out.packet(p);
                     } else if let Some(r) = lane.batch.rows.get_mut(pos) {
                         let r = std::mem::take(r);
-                        lane.sent(r.ts_ns().saturating_add_signed(-lane.offset), lateness);
+                        lane.sent(r.event_ns.saturating_add_signed(-lane.offset), lateness);
                         out.row(r);
                     } else if let Some(c) = lane.batch.calls.get_mut(pos) {
                         let c = std::mem::take(c);

@@ -45,6 +45,17 @@ impl<R: Read> Records<R> {
         }
     }
 
+    /// Records from `src`, a stream that starts at byte `position` of a file (a record's
+    /// start, after the first, so there is no byte-order mark to look for): positions count
+    /// from there.
+    pub fn resume(src: R, position: u64) -> Self {
+        Records {
+            position,
+            started: true,
+            ..Records::new(src)
+        }
+    }
+
     /// Byte offset of what has not been read yet (after the last record read).
     pub fn position(&self) -> u64 {
         self.position

@@ -49,6 +49,7 @@ pub fn looks_like_header(first_line: &[u8]) -> bool {
     REQUIRED_COLUMNS.iter().all(|r| cols.iter().any(|c| c == r))
 }
 
+#[derive(Clone, Copy, Debug)]
 struct Columns {
     send: usize,
     recv: usize,
@@ -63,8 +64,20 @@ struct Columns {
 pub struct TraceReader<R: Read> {
     csv: Records<R>,
     cols: Columns,
+    /// The data row the next record is.
     row: u64,
     origin: OriginId,
+}
+
+/// Where a record lies in the stream, as [`TraceReader::advance`] found it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Span {
+    /// Byte offset of its start.
+    pub offset: u64,
+    /// Its length in bytes, terminator included.
+    pub len: u64,
+    /// Its 0-based data row.
+    pub row: u64,
 }
 
 impl<R: Read> TraceReader<R> {
@@ -101,6 +114,18 @@ impl<R: Read> TraceReader<R> {
         })
     }
 
+    /// A reader of the same trace's rows over `src`, a stream of its bytes from `offset` on,
+    /// where data row `row` starts (a position this reader or one like it reported): the
+    /// header is not read again.
+    pub(crate) fn resume<S: Read>(&self, src: S, offset: u64, row: u64) -> TraceReader<S> {
+        TraceReader {
+            csv: Records::resume(src, offset),
+            cols: self.cols,
+            row,
+            origin: self.origin,
+        }
+    }
+
     /// Byte offset of the next row in the stream.
     pub fn position(&self) -> u64 {
         self.csv.position()
@@ -113,78 +138,100 @@ impl<R: Read> TraceReader<R> {
         stats: &mut SourceStats,
         damage: &mut Vec<Damage>,
     ) -> io::Result<Option<TraceRow>> {
-        loop {
-            let offset = self.csv.position();
-            if !self.csv.read()? {
-                return Ok(None);
-            }
-            let row = self.row;
-            self.row += 1;
-            let len = self.csv.position().saturating_sub(offset);
-            match self.parse(row) {
-                Ok(r) => {
-                    let Some(ts) = r.send_ns.or(r.recv_ns) else {
-                        stats.records += 1;
-                        stats.bytes += len;
-                        stats.skip(SkipReason::NoTimestamp);
-                        continue;
-                    };
-                    stats.record(ts, len);
-                    return Ok(Some(r));
-                }
-                Err(message) => {
-                    stats.records += 1;
-                    stats.bytes += len;
-                    stats.skip(SkipReason::BadRow);
-                    damage.push(Damage {
-                        offset,
-                        reason: SkipReason::BadRow,
-                        message: format!("data row {row}: {message}"),
-                    });
-                }
+        while let Some(at) = self.advance()? {
+            if let Some(row) = tally(self.parse(at.row), at, stats, damage) {
+                return Ok(Some(row));
             }
         }
+        Ok(None)
+    }
+
+    /// Reads the next record without parsing it; `None` at the end. Its fields are then
+    /// read by [`Self::clock_address`], [`Self::parse_current`] and [`Self::times_and_ends`].
+    pub(crate) fn advance(&mut self) -> io::Result<Option<Span>> {
+        let offset = self.csv.position();
+        if !self.csv.read()? {
+            return Ok(None);
+        }
+        let row = self.row;
+        self.row += 1;
+        let len = self.csv.position().saturating_sub(offset);
+        Ok(Some(Span { offset, len, row }))
+    }
+
+    /// The current record (data row `row`) as a row, or why it is not one.
+    pub(crate) fn parse_current(&self, row: u64) -> Result<TraceRow, String> {
+        self.parse(row)
+    }
+
+    /// The address of the side whose clock stamped the current record's event time: the
+    /// sender when the send time is given, else the receiver when the receive time is, judged
+    /// by whether the fields are empty (as [`Self::parse_current`] judges them); `None` when
+    /// both are empty or the address is missing or empty. Parses nothing else.
+    pub(crate) fn clock_address(&self) -> Option<Address> {
+        let filled = |i: usize| self.csv.get(i).is_some_and(|b| !b.trim_ascii().is_empty());
+        let side = if filled(self.cols.send) {
+            self.cols.src
+        } else if filled(self.cols.recv) {
+            self.cols.dst
+        } else {
+            return None;
+        };
+        self.address(side, "").ok()
+    }
+
+    /// The current record's two timestamps and two ends, parsed as [`Self::parse_current`]
+    /// parses them, without the optional columns.
+    pub(crate) fn times_and_ends(
+        &self,
+    ) -> Result<(Option<u64>, Option<u64>, Address, Address), String> {
+        Ok((
+            self.timestamp(self.cols.send, "send_ns")?,
+            self.timestamp(self.cols.recv, "recv_ns")?,
+            self.address(self.cols.src, "src")?,
+            self.address(self.cols.dst, "dst")?,
+        ))
+    }
+
+    fn raw(&self, i: usize) -> Result<&[u8], String> {
+        self.csv
+            .get(i)
+            .map(<[u8]>::trim_ascii)
+            .ok_or_else(|| format!("has {} fields, column {} missing", self.csv.len(), i + 1))
+    }
+
+    fn timestamp(&self, i: usize, name: &str) -> Result<Option<u64>, String> {
+        let b = self.raw(i)?;
+        if b.is_empty() {
+            return Ok(None);
+        }
+        if let Some(n) = parse_decimal(b) {
+            return Ok(Some(n));
+        }
+        let s = text(i, b)?;
+        s.parse::<u64>()
+            .map(Some)
+            .map_err(|_| format!("{name} `{s}` is not a non-negative integer"))
+    }
+
+    fn address(&self, i: usize, col: &str) -> Result<Address, String> {
+        let b = self.raw(i)?;
+        if b.is_empty() {
+            return Err(format!("{col} is empty"));
+        }
+        if let Some(e) = parse_ipv4_endpoint(b) {
+            return Ok(Address::Endpoint(e));
+        }
+        Ok(Address::parse(text(i, b)?))
     }
 
     fn parse(&self, row: u64) -> Result<TraceRow, String> {
-        let raw = |i: usize| -> Result<&[u8], String> {
-            self.csv
-                .get(i)
-                .map(<[u8]>::trim_ascii)
-                .ok_or_else(|| format!("has {} fields, column {} missing", self.csv.len(), i + 1))
-        };
-        fn text(i: usize, b: &[u8]) -> Result<&str, String> {
-            std::str::from_utf8(b).map_err(|_| format!("field {} is not UTF-8", i + 1))
-        }
-        let number = |i: usize, name: &str| -> Result<Option<u64>, String> {
-            let b = raw(i)?;
-            if b.is_empty() {
-                return Ok(None);
-            }
-            if let Some(n) = parse_decimal(b) {
-                return Ok(Some(n));
-            }
-            let s = text(i, b)?;
-            s.parse::<u64>()
-                .map(Some)
-                .map_err(|_| format!("{name} `{s}` is not a non-negative integer"))
-        };
-        let name = |i: usize, col: &str| -> Result<Address, String> {
-            let b = raw(i)?;
-            if b.is_empty() {
-                return Err(format!("{col} is empty"));
-            }
-            if let Some(e) = parse_ipv4_endpoint(b) {
-                return Ok(Address::Endpoint(e));
-            }
-            Ok(Address::parse(text(i, b)?))
-        };
         let bytes = match self.cols.bytes {
-            Some(i) => number(i, "bytes")?,
+            Some(i) => self.timestamp(i, "bytes")?,
             None => None,
         };
         let kind = match self.cols.kind {
-            Some(i) => match raw(i)? {
+            Some(i) => match self.raw(i)? {
                 b"" => None,
                 b => {
                     let s = text(i, b)?;
@@ -196,23 +243,64 @@ impl<R: Read> TraceReader<R> {
             None => None,
         };
         let call_id = match self.cols.call_id {
-            Some(i) => match raw(i)? {
+            Some(i) => match self.raw(i)? {
                 b"" => None,
                 b => Some(text(i, b)?.to_owned()),
             },
             None => None,
         };
+        let send_ns = self.timestamp(self.cols.send, "send_ns")?;
+        let recv_ns = self.timestamp(self.cols.recv, "recv_ns")?;
         Ok(TraceRow {
             origin: self.origin,
             row,
-            send_ns: number(self.cols.send, "send_ns")?,
-            recv_ns: number(self.cols.recv, "recv_ns")?,
-            src: name(self.cols.src, "src")?,
-            dst: name(self.cols.dst, "dst")?,
+            send_ns,
+            recv_ns,
+            event_ns: send_ns.or(recv_ns).unwrap_or(0),
+            src: self.address(self.cols.src, "src")?,
+            dst: self.address(self.cols.dst, "dst")?,
             bytes,
             kind,
             call_id,
         })
+    }
+}
+
+fn text(i: usize, b: &[u8]) -> Result<&str, String> {
+    std::str::from_utf8(b).map_err(|_| format!("field {} is not UTF-8", i + 1))
+}
+
+/// Counts a record read at `at` into `stats` as its parse came out: a row with a timestamp is
+/// recorded and returned; one without is skipped (`no_timestamp`); one that did not parse is
+/// skipped (`bad_row`) and described in `damage` with its offset.
+pub(crate) fn tally(
+    parsed: Result<TraceRow, String>,
+    at: Span,
+    stats: &mut SourceStats,
+    damage: &mut Vec<Damage>,
+) -> Option<TraceRow> {
+    match parsed {
+        Ok(r) => {
+            let Some(ts) = r.send_ns.or(r.recv_ns) else {
+                stats.records += 1;
+                stats.bytes += at.len;
+                stats.skip(SkipReason::NoTimestamp);
+                return None;
+            };
+            stats.record(ts, at.len);
+            Some(r)
+        }
+        Err(message) => {
+            stats.records += 1;
+            stats.bytes += at.len;
+            stats.skip(SkipReason::BadRow);
+            damage.push(Damage {
+                offset: at.offset,
+                reason: SkipReason::BadRow,
+                message: format!("data row {}: {message}", at.row),
+            });
+            None
+        }
     }
 }
 
