@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use flate2::read::MultiGzDecoder;
 
 use crate::decode::DecodeOptions;
+use crate::ordered::{Buffered, ClockOrdered, TraceOrder};
 use crate::origin::{OriginId, Origins, default_origin_name};
 use crate::pcap::{CaptureFormat, FrameReader, OpenError, hex_prefix};
 use crate::reader::{ObservationReader, PacketReader, RowReader};
@@ -151,6 +152,23 @@ pub fn open(
     decode: DecodeOptions,
     progress: Option<ProgressCounter>,
 ) -> Result<(Box<dyn ObservationReader>, InputKind), InputError> {
+    open_ordered(spec, decode, progress, &TraceOrder::File)
+}
+
+/// [`open`], reading a message trace as `order` says: in the order of its hosts' aligned
+/// clocks when the bootstrap planned it so, or through a bounded buffer when it is a pipe
+/// ([`crate::ordered`]). `order` is ignored for other formats.
+pub fn open_ordered(
+    spec: &InputSpec,
+    decode: DecodeOptions,
+    progress: Option<ProgressCounter>,
+    order: &TraceOrder,
+) -> Result<(Box<dyn ObservationReader>, InputKind), InputError> {
+    if let TraceOrder::Planned(plan) = order {
+        let reader = ClockOrdered::open(spec, Arc::clone(plan), progress)?;
+        return Ok((Box::new(reader), InputKind::MessageTrace));
+    }
+    let buffered = matches!(order, TraceOrder::Buffered);
     let fail = |reason: String| InputError {
         path: spec.path.clone(),
         reason,
@@ -178,7 +196,7 @@ pub fn open(
             counter: progress,
         })
     };
-    open_stream(raw, spec, decode)
+    open_stream_ordered(raw, spec, decode, buffered)
 }
 
 /// Detects the format of an already opened stream (gzip or not) and returns a reader of its
@@ -187,6 +205,16 @@ pub fn open_stream(
     raw: Box<dyn Read + Send>,
     spec: &InputSpec,
     decode: DecodeOptions,
+) -> Result<(Box<dyn ObservationReader>, InputKind), InputError> {
+    open_stream_ordered(raw, spec, decode, false)
+}
+
+/// [`open_stream`]; a message trace through a bounded reorder buffer when `buffered`.
+fn open_stream_ordered(
+    raw: Box<dyn Read + Send>,
+    spec: &InputSpec,
+    decode: DecodeOptions,
+    buffered: bool,
 ) -> Result<(Box<dyn ObservationReader>, InputKind), InputError> {
     let fail = |reason: String| InputError {
         path: spec.path.clone(),
@@ -214,10 +242,12 @@ pub fn open_stream(
     let (line, stream) = peek_line(stream).map_err(|e| fail(e.to_string()))?;
     if looks_like_header(&line) {
         let rows = TraceReader::new(stream, spec.origin).map_err(|e| fail(e.to_string()))?;
-        return Ok((
-            Box::new(RowReader::new(rows, spec.origin, &spec.path)),
-            InputKind::MessageTrace,
-        ));
+        let reader: Box<dyn ObservationReader> = if buffered {
+            Box::new(Buffered::new(rows, spec.origin, &spec.path))
+        } else {
+            Box::new(RowReader::new(rows, spec.origin, &spec.path))
+        };
+        return Ok((reader, InputKind::MessageTrace));
     }
     if crate::tcpstats::ss::looks_like_ss_log(&line) {
         let reader = crate::tcpstats::ss::SsReader::new(

@@ -4,6 +4,8 @@
 //! - [`pcap`]: frames from classic pcap and pcapng streams, with damage handling;
 //! - [`decode`]: frames to [`Packet`] observations (link layer, IP, TCP/UDP);
 //! - [`trace`]: message-trace CSV rows to [`TraceRow`] observations;
+//! - [`clocks`] and [`ordered`]: a message trace's hosts' clocks coarsely aligned from its
+//!   rows, and the trace read in the order of those clocks;
 //! - [`socketlog`]: directories of socket-call logs to [`SocketCall`] observations;
 //! - [`live`]: the live sniffer (AF_PACKET with a TPACKET_V3 ring, Linux): packets as they
 //!   pass an interface, with a BPF capture filter and an optional pcapng copy;
@@ -20,11 +22,13 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod clocks;
 pub mod decode;
 pub mod input;
 pub mod live;
 pub mod observation;
 pub mod operator;
+pub mod ordered;
 pub mod origin;
 pub mod pcap;
 pub mod piped;
@@ -37,12 +41,16 @@ pub mod trace;
 
 use serde::{Deserialize, Serialize};
 
-pub use input::{InputError, InputKind, InputSpec, ProgressCounter, open, open_stream};
+pub use clocks::HostKey;
+pub use input::{
+    InputError, InputKind, InputSpec, ProgressCounter, open, open_ordered, open_stream,
+};
 pub use observation::{
     Address, Batch, Direction, Endpoint, MessageKind, Nanos, Packet, Protocol, SocketCall,
     TcpFields, TcpFlags, TraceRow, Transport,
 };
 pub use operator::{RunControl, SourceConfig, SourceStreams, read_inputs};
+pub use ordered::TraceOrder;
 pub use origin::{Alignment, OriginId, Origins};
 pub use reader::ObservationReader;
 pub use stats::{SkipReason, SourceStats};

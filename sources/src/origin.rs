@@ -5,9 +5,13 @@
 //! file; it is also the clock domain of the timestamps it records. Several files may share one
 //! origin (a sniffer that rotated its output with `tcpdump -C`).
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
+
+use crate::clocks::HostKey;
+use crate::observation::Address;
 
 /// Index of an origin in the run's [`Origins`] table.
 #[derive(
@@ -78,9 +82,14 @@ impl Origins {
 /// record's raw time minus its origin's offset, so that sniffers whose clocks differ by an
 /// hour still meet in the same windows; the `clock` operator refines the offsets (and drift)
 /// continuously for the timestamps it corrects.
+///
+/// A message trace's timestamps are each in the clock of the host that took them, so a trace
+/// has no offset of its own: its hosts have theirs ([`HostKey`]: an endpoint's IP, or a
+/// named address), and its reader aligns each row by the host that stamped its event time.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Alignment {
     offsets: Vec<i64>,
+    hosts: HashMap<HostKey, i64>,
 }
 
 impl Alignment {
@@ -108,6 +117,24 @@ impl Alignment {
     #[inline]
     pub fn align(&self, origin: OriginId, raw: u64) -> u64 {
         raw.saturating_add_signed(-self.offset(origin))
+    }
+
+    /// Sets a message-trace host's offset (its clock minus the reference clock, ns).
+    pub fn set_host(&mut self, host: HostKey, offset_ns: i64) {
+        self.hosts.insert(host, offset_ns);
+    }
+
+    /// The offset of the host of `address` (ns), if the bootstrap estimated one.
+    pub fn host_offset(&self, address: &Address) -> Option<i64> {
+        if self.hosts.is_empty() {
+            return None;
+        }
+        self.hosts.get(&HostKey::of(address)).copied()
+    }
+
+    /// The message-trace hosts with an offset, and their offsets.
+    pub fn hosts(&self) -> impl Iterator<Item = (&HostKey, i64)> {
+        self.hosts.iter().map(|(k, o)| (k, *o))
     }
 }
 
