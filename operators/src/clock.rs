@@ -47,7 +47,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::sync::Arc;
 
-use causeway_sources::{Alignment, Time};
+use causeway_sources::{Address, Alignment, Time};
 use serde::{Deserialize, Serialize};
 use timely::dataflow::Stream;
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
@@ -834,7 +834,14 @@ fn needs_no_estimate(m: &Message, reference: Option<&Domain>, alignment: &Alignm
     };
     let zero = match reference {
         Domain::Origin(o) => alignment.offset(*o) == 0,
-        Domain::Node(_) => true,
+        // A node's coarse offset is its host's (the side's endpoint).
+        Domain::Node(_) => [
+            (&m.send_domain, &m.src_endpoint),
+            (&m.recv_domain, &m.dst_endpoint),
+        ]
+        .into_iter()
+        .filter(|(d, _)| d.as_ref() == Some(reference))
+        .all(|(_, e)| alignment.host_offset(e).unwrap_or(0) == 0),
     };
     let side = |raw: Option<Time>, d: &Option<Domain>| {
         raw.is_none() || d.as_ref().is_none_or(|d| d == reference)
@@ -862,11 +869,13 @@ const LOOK_AHEAD_NS: Time = 2 * BUCKET_NS;
 
 /// `raw` in the reference clock, for a message of event time `at`: with the estimate for the
 /// last second boundary at or before it, else the first one within [`LOOK_AHEAD_NS`] after
-/// it, else the coarse alignment. Every estimate up to `at + LOOK_AHEAD_NS` has arrived when
-/// this is called, so the answer does not depend on timing.
+/// it, else the coarse alignment (a sniffer's, or for a traced node the host of `end`, the
+/// side's endpoint). Every estimate up to `at + LOOK_AHEAD_NS` has arrived when this is
+/// called, so the answer does not depend on timing.
 fn corrected(
     raw: Option<Time>,
     domain: &Option<Domain>,
+    end: &Address,
     at: Time,
     history: &mut Recent<'_>,
     alignment: &Alignment,
@@ -885,7 +894,7 @@ fn corrected(
             Some(o) => o.offset_at(at),
             None => match d {
                 Domain::Origin(o) => alignment.offset(*o) as f64,
-                Domain::Node(_) => 0.0,
+                Domain::Node(_) => alignment.host_offset(end).unwrap_or(0) as f64,
             },
         },
         None => 0.0,
@@ -1028,10 +1037,22 @@ impl<'scope> Correct<'scope> for MessageStream<'scope> {
                         if due > at.saturating_add(delay) {
                             late.remove(at);
                         }
-                        m.send_corrected_ns =
-                            corrected(m.send_ns, &m.send_domain, at, &mut recent, &alignment);
-                        m.recv_corrected_ns =
-                            corrected(m.recv_ns, &m.recv_domain, at, &mut recent, &alignment);
+                        m.send_corrected_ns = corrected(
+                            m.send_ns,
+                            &m.send_domain,
+                            &m.src_endpoint,
+                            at,
+                            &mut recent,
+                            &alignment,
+                        );
+                        m.recv_corrected_ns = corrected(
+                            m.recv_ns,
+                            &m.recv_domain,
+                            &m.dst_endpoint,
+                            at,
+                            &mut recent,
+                            &alignment,
+                        );
                         session.give(m);
                     }
                     drop(session);
@@ -1200,6 +1221,28 @@ mod tests {
         assert_eq!(
             feasible_range(&[(0.0, 0.0, 1.0), (0.0, 5.0, 1.0)], 1.0),
             None
+        );
+    }
+
+    #[test]
+    fn a_traced_node_without_an_estimate_is_corrected_by_its_hosts_coarse_offset() {
+        let mut alignment = Alignment::none();
+        let host = Address::parse("10.0.0.2:80");
+        alignment.set_host(causeway_sources::HostKey::of(&host), 3_600_000_000_000);
+        let history = History::default();
+        let mut recent = Recent::new(&history);
+        let node = Some(Domain::Node("ws".into()));
+        let raw = Some(7_200_000_000_000);
+        let at = 3_600_000_000_000;
+        assert_eq!(
+            corrected(raw, &node, &host, at, &mut recent, &alignment),
+            Some(3_600_000_000_000)
+        );
+        // A host the bootstrap did not see is taken as the reference.
+        let other = Address::parse("10.0.0.3:80");
+        assert_eq!(
+            corrected(raw, &node, &other, at, &mut recent, &alignment),
+            raw
         );
     }
 
