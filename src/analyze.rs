@@ -224,7 +224,14 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
         std::time::Duration::from_secs(2)
     });
     let declared = declared_sniffers(&args.sniffer, &origins)?;
-    let boot = bootstrap(&inputs, &origins, &declared, SampleSize::default())?;
+    let boot = bootstrap(
+        &inputs,
+        &origins,
+        &declared,
+        &names,
+        args.clock_reference.as_deref(),
+        SampleSize::default(),
+    )?;
     for note in &boot.notes {
         tracing::info!("{note}");
     }
@@ -343,6 +350,7 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
             ..DecodeOptions::default()
         },
         alignment: Arc::new(boot.alignment),
+        trace_orders: boot.trace_orders,
         homes: Arc::new(boot.homes),
         fold: FoldConfig {
             message_gap_ns: args.message_gap.as_nanos() as u64,
@@ -442,6 +450,7 @@ pub fn counting_job(
             ..DecodeOptions::default()
         },
         alignment: Arc::new(Alignment::none()),
+        trace_orders: Vec::new(),
         homes: Arc::new(Homes::none()),
         fold: FoldConfig::default(),
         reconcile: ReconcileConfig::default(),

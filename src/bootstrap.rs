@@ -11,14 +11,33 @@
 //! is a host's own ([`Homes`]).
 //!
 //! Inputs read from stdin are not sampled (they cannot be read twice): their offset is 0.
+//!
+//! Message traces get the same treatment per host, since each timestamp of a row is in the
+//! clock of the host that took it (the send in the sender's, the receive in the receiver's):
+//! every trace file is read once ([`causeway_sources::ordered::survey`]), its rows' smallest
+//! one-way delays each way give each pair of hosts an offset, and the offsets are chained from
+//! the reference host ([`causeway_sources::clocks`]): the node `--clock-reference` names, else
+//! the one the `clock` operator takes when none is named (the smallest name among the nodes
+//! seen both ways). A row's event time is then its send time less its sender's offset (else
+//! its receive time less its receiver's), and each file is read by cursors that follow its
+//! hosts' clocks ([`TracePlan`]), so that the rows come in event-time order whatever order
+//! the file has them in. A trace read from a pipe cannot be read twice: it is put in order
+//! through a bounded buffer instead ([`TraceOrder::Buffered`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use anyhow::Result;
+use causeway_operators::Names;
 use causeway_operators::topology::{Homes, Placement};
+use causeway_sources::clocks::{Evidence, How, Solution};
 use causeway_sources::decode::DecodeOptions;
-use causeway_sources::{Alignment, Batch, InputKind, InputSpec, OriginId, Origins, Packet};
+use causeway_sources::input::is_pipe;
+use causeway_sources::ordered::{Survey, TracePlan, survey};
+use causeway_sources::{
+    Alignment, Batch, InputKind, InputSpec, OriginId, Origins, Packet, TraceOrder,
+};
 
 /// How much of each capture the bootstrap reads.
 #[derive(Clone, Copy, Debug)]
@@ -53,6 +72,8 @@ pub struct Bootstrap {
     /// two sides of a message to pair, so nothing waits out the reconciliation window or the
     /// message gap.
     pub message_traces_only: bool,
+    /// How each input (by position) is read if it is a message trace.
+    pub trace_orders: Vec<TraceOrder>,
 }
 
 fn content_key(p: &Packet) -> Option<(u64, u32, u32, u32)> {
@@ -70,19 +91,36 @@ fn median(v: &mut [i64]) -> i64 {
     v[v.len() / 2]
 }
 
-/// Samples the inputs and estimates alignment and placements.
+/// Samples the inputs and estimates alignment and placements. `names` names the hosts of
+/// message traces; `clock_reference` is `--clock-reference`.
 pub fn bootstrap(
     inputs: &[InputSpec],
     origins: &Origins,
     declared: &BTreeMap<OriginId, BTreeSet<IpAddr>>,
+    names: &Names,
+    clock_reference: Option<&str>,
     size: SampleSize,
 ) -> Result<Bootstrap> {
     let mut samples: BTreeMap<OriginId, Vec<Packet>> = BTreeMap::new();
     let mut reference = None;
     let mut message_traces_only = !inputs.is_empty() && inputs.iter().all(|s| s.path != "-");
-    for spec in inputs.iter().filter(|s| s.path != "-") {
+    let mut trace_orders = vec![TraceOrder::File; inputs.len()];
+    let mut evidence = Evidence::default();
+    let mut surveys: Vec<(usize, Survey)> = Vec::new();
+    for (i, spec) in inputs.iter().enumerate() {
+        if spec.path == "-" || is_pipe(&spec.path) {
+            // Read once: a message trace among them is put in order through a buffer.
+            trace_orders[i] = TraceOrder::Buffered;
+            if spec.path == "-" {
+                continue;
+            }
+        }
         let (mut reader, kind) = causeway_sources::open(spec, DecodeOptions::default(), None)?;
         message_traces_only &= kind == InputKind::MessageTrace;
+        if kind == InputKind::MessageTrace && !is_pipe(&spec.path) {
+            surveys.push((i, survey(spec, &mut evidence)?));
+            continue;
+        }
         if kind != InputKind::Capture {
             continue;
         }
@@ -165,6 +203,29 @@ pub fn bootstrap(
     }
     let mut alignment = Alignment::none();
     let mut notes = Vec::new();
+    if !evidence.hosts().is_empty() {
+        let solution = align_traces(
+            &evidence,
+            names,
+            clock_reference,
+            &mut alignment,
+            &mut notes,
+        );
+        for (i, survey) in &surveys {
+            let Some(plan) = TracePlan::new(survey, &evidence, &solution) else {
+                continue;
+            };
+            notes.push(format!(
+                "{}: {} rows; read by {} cursors in the order of its hosts' clocks ({:.2} times \
+                 its size)",
+                inputs[*i].path,
+                survey.rows,
+                plan.cursors().len(),
+                plan.bytes_read() as f64 / survey.bytes().max(1) as f64,
+            ));
+            trace_orders[*i] = TraceOrder::Planned(Arc::new(plan));
+        }
+    }
     for (id, origin) in origins.iter() {
         let offset = known.get(&id).copied();
         alignment.set(id, offset.unwrap_or(0));
@@ -192,5 +253,99 @@ pub fn bootstrap(
         notes,
         reference,
         message_traces_only,
+        trace_orders,
     })
+}
+
+/// Most hosts of message traces described one by one in the notes.
+const HOST_NOTES: usize = 40;
+
+/// The message traces' hosts' offsets from `evidence`, into `alignment`, with a note per host
+/// (the first [`HOST_NOTES`]). The reference is the host of the node `clock_reference` names,
+/// else that of the smallest node name among the hosts seen both ways (as the `clock`
+/// operator takes its reference when none is named), else among all.
+fn align_traces(
+    evidence: &Evidence,
+    names: &Names,
+    clock_reference: Option<&str>,
+    alignment: &mut Alignment,
+    notes: &mut Vec<String>,
+) -> Solution {
+    let hosts = evidence.hosts();
+    let node = |h: u32| -> String {
+        match evidence.example(h) {
+            Some(a) => names.node_of(a).to_string(),
+            None => hosts.key(h).map_or_else(String::new, ToString::to_string),
+        }
+    };
+    let smallest = |pool: Vec<u32>| pool.into_iter().min_by_key(|&h| (node(h), h));
+    let named = clock_reference.and_then(|r| (0..hosts.len() as u32).find(|&h| node(h) == r));
+    let both = evidence.both_ways();
+    let reference = named
+        .or_else(|| smallest(both))
+        .or_else(|| smallest((0..hosts.len() as u32).collect()))
+        .unwrap_or(0);
+    let solution = evidence.solve(reference);
+    let label = |h: u32| {
+        let key = hosts.key(h).map_or_else(String::new, ToString::to_string);
+        let n = node(h);
+        if n == key { n } else { format!("{n} ({key})") }
+    };
+    let reference_label = label(reference);
+    let mut shown = 0;
+    let mut unplaced = 0;
+    let mut order: Vec<u32> = (0..hosts.len() as u32).collect();
+    order.sort_by_cached_key(|&h| (node(h), h));
+    for h in order {
+        let estimate = solution.estimates.get(h as usize).copied().flatten();
+        if let (Some(key), Some(e)) = (hosts.key(h), estimate) {
+            alignment.set_host(key.clone(), e.offset_ns);
+        }
+        if estimate.is_none() {
+            unplaced += 1;
+        }
+        if shown >= HOST_NOTES {
+            continue;
+        }
+        shown += 1;
+        let stamped = evidence.stamped(h);
+        notes.push(match estimate {
+            None => format!(
+                "trace host {}: no timestamped row to or from a host aligned with {reference_label}; \
+                 clock taken as the reference's ({stamped} rows stamped)",
+                label(h)
+            ),
+            Some(e) => {
+                let how = match e.how {
+                    How::Reference => "the reference".to_owned(),
+                    How::BothWays { via, samples } => format!(
+                        "both ways with {} over {samples} rows{}",
+                        label(via),
+                        e.bound_ns
+                            .map(|b| format!(", within ±{:.6} s", b as f64 / 1e9))
+                            .unwrap_or_default()
+                    ),
+                    How::OneWay { via, samples } => format!(
+                        "one way with {} over {samples} rows: a bound less the typical latency \
+                         ({:.6} s)",
+                        label(via),
+                        solution.latency_ns as f64 / 1e9
+                    ),
+                };
+                format!(
+                    "trace host {}: clock {:+.6} s from {reference_label} ({how}; {stamped} rows \
+                     stamped)",
+                    label(h),
+                    e.offset_ns as f64 / 1e9
+                )
+            }
+        });
+    }
+    if hosts.len() > shown {
+        notes.push(format!(
+            "{} more trace hosts ({unplaced} of all without an offset)",
+            hosts.len() - shown
+        ));
+    }
+    solution
 }

@@ -44,7 +44,7 @@ use causeway_sources::piped::Piped;
 use causeway_sources::tcpstats::netlink::{LivePoller, PollerConfig};
 use causeway_sources::{
     Alignment, InputSpec, ObservationReader, OriginId, Origins, ProgressCounter, RunControl,
-    SourceConfig, SourceEvent, SourceStreams, Time, read_inputs,
+    SourceConfig, SourceEvent, SourceStreams, Time, TraceOrder, read_inputs,
 };
 use timely::dataflow::ProbeHandle;
 use timely::dataflow::operators::vec::{Broadcast, Map};
@@ -107,8 +107,11 @@ pub struct Job {
     pub stats_every: Option<Time>,
     /// Decoding options.
     pub decode: DecodeOptions,
-    /// Coarse clock offsets of the origins.
+    /// Coarse clock offsets of the origins and of the message traces' hosts.
     pub alignment: Arc<Alignment>,
+    /// How each input (by position) is read if it is a message trace (in file order when
+    /// missing).
+    pub trace_orders: Vec<TraceOrder>,
     /// Where sniffers sit.
     pub homes: Arc<Homes>,
     /// Message folding.
@@ -243,7 +246,9 @@ fn open_inputs(
     for (i, spec) in job.inputs.iter().enumerate() {
         let worker = i % peers;
         if worker / args.workers == args.process {
-            let (mut reader, _) = causeway_sources::open(spec, job.decode, progress.cloned())?;
+            let order = job.trace_orders.get(i).cloned().unwrap_or_default();
+            let (mut reader, _) =
+                causeway_sources::open_ordered(spec, job.decode, progress.cloned(), &order)?;
             if let Some(idle) = job.source.pipe_idle.filter(|_| is_pipe(&spec.path)) {
                 reader = Box::new(
                     Piped::spawn(reader, idle)
