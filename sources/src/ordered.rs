@@ -21,10 +21,11 @@
 //!
 //! - **Input**: a trace file (plain or gzip) and its [`TracePlan`]; a pipe (`-`, a FIFO) is
 //!   read once, so it gets [`TraceOrder::Buffered`] instead: the offsets are estimated from
-//!   its first rows ([`BUFFER_ROWS`] or [`BUFFER_SAMPLE_NS`] of raw time) and the rows pass
+//!   its first rows ([`BUFFER_ROWS`] or [`BUFFER_SAMPLE_NS`] of raw time), a host first seen
+//!   later gets its own from the rows before it (its receive stamps), and the rows pass
 //!   through a reorder buffer of at most [`BUFFER_ROWS`]; rows displaced further than it
 //!   holds leave out of order, and the source counts those more than its lateness behind as
-//!   late. It warns when the offsets it estimated are not all zero.
+//!   late. It warns when an offset it estimated is not zero.
 //! - **Output**: the rows, each with its raw timestamps and its aligned event time
 //!   ([`TraceRow::event_ns`]), in event-time order as far as each cursor's rows come in their
 //!   hosts' clock order.
@@ -688,10 +689,16 @@ impl ObservationReader for ClockOrdered {
 pub struct Buffered<R: Read> {
     rows: TraceReader<R>,
     ledger: Ledger,
-    /// Until the offsets are known: the first rows, and what they say.
-    sample: Option<(Vec<TraceRow>, Evidence)>,
-    hosts: HostTable,
-    offsets: Vec<i64>,
+    /// What the rows so far say about the clocks (each host's first rows).
+    evidence: Evidence,
+    /// Until the first offsets are known: the first rows, with the host that stamped each.
+    sample: Option<Vec<(TraceRow, Option<u32>)>>,
+    reference: Option<u32>,
+    /// Per host number: its offset, once placed (a host is placed once, and kept).
+    offsets: Vec<Option<i64>>,
+    /// Rows since the last solve: a host not placed yet is tried again every
+    /// [`BUFFER_SOLVE_EVERY`] rows.
+    since_solve: u64,
     max_offset: i64,
     /// Whether any offset is not 0: else rows leave as they come.
     reorder: bool,
@@ -700,15 +707,21 @@ pub struct Buffered<R: Read> {
     done: bool,
 }
 
+/// How many rows a pipe's reader reads before it tries again to place a host whose rows came
+/// before it had an offset (their event times are then their raw times).
+pub const BUFFER_SOLVE_EVERY: u64 = 1024;
+
 impl<R: Read + Send> Buffered<R> {
     /// A buffered reader over an opened message trace.
     pub fn new(rows: TraceReader<R>, origin: OriginId, path: &str) -> Self {
         Buffered {
             rows,
             ledger: Ledger::new(origin, path, "message trace (csv)"),
-            sample: Some((Vec::new(), Evidence::default())),
-            hosts: HostTable::default(),
+            evidence: Evidence::default(),
+            sample: Some(Vec::new()),
+            reference: None,
             offsets: Vec::new(),
+            since_solve: 0,
             max_offset: 0,
             reorder: false,
             holding: Holding::default(),
@@ -717,7 +730,8 @@ impl<R: Read + Send> Buffered<R> {
         }
     }
 
-    fn next(&mut self) -> Option<TraceRow> {
+    /// The next row, taken into the evidence, with the host that stamped it.
+    fn next(&mut self) -> Option<(TraceRow, Option<u32>)> {
         if self.ended {
             return None;
         }
@@ -725,7 +739,13 @@ impl<R: Read + Send> Buffered<R> {
             .rows
             .next_row(&mut self.ledger.stats, &mut self.ledger.damage)
         {
-            Ok(Some(row)) => Some(row),
+            Ok(Some(row)) => {
+                let stamp = self
+                    .evidence
+                    .add(row.send_ns, row.recv_ns, &row.src, &row.dst);
+                self.since_solve += 1;
+                Some((row, stamp))
+            }
             Ok(None) => {
                 self.ended = true;
                 None
@@ -739,75 +759,82 @@ impl<R: Read + Send> Buffered<R> {
         }
     }
 
-    fn hold(&mut self, mut row: TraceRow) {
-        let clock = if row.send_ns.is_some() {
-            &row.src
-        } else {
-            &row.dst
-        };
-        let offset = self
-            .hosts
-            .get(clock)
-            .and_then(|h| self.offsets.get(h as usize))
-            .copied()
-            .unwrap_or(0);
+    fn offset(&self, host: Option<u32>) -> Option<i64> {
+        host.and_then(|h| self.offsets.get(h as usize).copied().flatten())
+    }
+
+    fn hold(&mut self, mut row: TraceRow, host: Option<u32>) {
+        if host.is_some() && self.offset(host).is_none() && self.since_solve >= BUFFER_SOLVE_EVERY {
+            self.place();
+        }
+        let offset = self.offset(host).unwrap_or(0);
         let raw = row.event_ns;
         row.event_ns = raw.saturating_add_signed(-offset);
         self.holding.push(raw, row);
     }
 
+    /// Solves the evidence so far and gives the hosts not placed yet their offsets (the
+    /// reference: the busiest host of the first rows). Warns the first time an offset is not
+    /// 0.
+    fn place(&mut self) {
+        self.since_solve = 0;
+        let Some(reference) = self.reference.or_else(|| self.evidence.busiest()) else {
+            return;
+        };
+        self.reference = Some(reference);
+        let solution = self.evidence.solve(reference);
+        self.offsets.resize(self.evidence.hosts().len(), None);
+        for (slot, e) in self.offsets.iter_mut().zip(&solution.estimates) {
+            if let (None, Some(e)) = (&slot, e) {
+                *slot = Some(e.offset_ns);
+            }
+        }
+        let placed = || self.offsets.iter().flatten().copied();
+        self.max_offset = placed().max().unwrap_or(0).max(0);
+        if !self.reorder && placed().any(|o| o != 0) {
+            self.reorder = true;
+            let shown = self
+                .evidence
+                .hosts()
+                .key(reference)
+                .map_or_else(String::new, ToString::to_string);
+            let spread = placed().map(i64::unsigned_abs).max().unwrap_or(0);
+            self.ledger.warnings.push(Warning {
+                origin: self.ledger.origin,
+                path: self.ledger.path.clone(),
+                offset: None,
+                message: format!(
+                    "its hosts' clocks differ (by up to {:.3} s from {shown}); read once (a \
+                     pipe), its rows are put in event-time order through a buffer of at most \
+                     {BUFFER_ROWS} rows, with each host's offset estimated from the rows before \
+                     its first, and rows further out of order come late (counted in stats). \
+                     Give it as a file to have it read in order whatever its clocks",
+                    spread as f64 / 1e9,
+                ),
+            });
+        }
+    }
+
     /// Reads the first rows, estimates the offsets from them and holds them.
     fn sample(&mut self) {
-        let Some((mut rows, mut evidence)) = self.sample.take() else {
+        let Some(mut rows) = self.sample.take() else {
             return;
         };
         let mut first = None;
         while rows.len() < BUFFER_ROWS {
-            let Some(row) = self.next() else { break };
-            evidence.add(row.send_ns, row.recv_ns, &row.src, &row.dst);
+            let Some((row, host)) = self.next() else {
+                break;
+            };
             let raw = row.ts_ns();
             let f = *first.get_or_insert(raw);
-            rows.push(row);
+            rows.push((row, host));
             if raw.saturating_sub(f) > BUFFER_SAMPLE_NS {
                 break;
             }
         }
-        if let Some(reference) = evidence.busiest() {
-            let solution = evidence.solve(reference);
-            self.offsets = (0..evidence.hosts().len() as u32)
-                .map(|h| solution.offset(h))
-                .collect();
-            self.max_offset = self.offsets.iter().copied().max().unwrap_or(0).max(0);
-            self.reorder = self.offsets.iter().any(|&o| o != 0);
-            if self.reorder {
-                let shown = evidence
-                    .hosts()
-                    .key(reference)
-                    .map_or_else(String::new, ToString::to_string);
-                self.ledger.warnings.push(Warning {
-                    origin: self.ledger.origin,
-                    path: self.ledger.path.clone(),
-                    offset: None,
-                    message: format!(
-                        "its hosts' clocks differ (by up to {:.3} s from {shown}, estimated from \
-                         its first {} rows); read once (a pipe), its rows are put in event-time \
-                         order through a buffer of at most {BUFFER_ROWS} rows, and rows further \
-                         out of order come late (counted in stats). Give it as a file to have \
-                         it read in order whatever its clocks",
-                        self.offsets
-                            .iter()
-                            .map(|o| o.unsigned_abs())
-                            .max()
-                            .unwrap_or(0) as f64
-                            / 1e9,
-                        rows.len()
-                    ),
-                });
-            }
-            self.hosts = evidence.hosts().clone();
-        }
-        for row in rows {
-            self.hold(row);
+        self.place();
+        for (row, host) in rows {
+            self.hold(row, host);
         }
     }
 }
@@ -830,8 +857,8 @@ impl<R: Read + Send> ObservationReader for Buffered<R> {
         while n < max {
             let cap = if self.reorder { BUFFER_ROWS } else { 0 };
             while !self.ended && !self.holding.ready(self.max_offset, cap) {
-                if let Some(row) = self.next() {
-                    self.hold(row);
+                if let Some((row, host)) = self.next() {
+                    self.hold(row, host);
                 }
             }
             match self.holding.pop() {
