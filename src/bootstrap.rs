@@ -10,7 +10,8 @@
 //! estimates offsets and drift precisely and continuously. The same sample tells which sniffer
 //! is a host's own ([`Homes`]).
 //!
-//! Inputs read from stdin are not sampled (they cannot be read twice): their offset is 0.
+//! Inputs read from stdin or another pipe (a FIFO) are not sampled (they cannot be read
+//! twice): their offset is 0.
 //!
 //! Message traces get the same treatment per host, since each timestamp of a row is in the
 //! clock of the host that took it (the send in the sender's, the receive in the receiver's):
@@ -103,21 +104,21 @@ pub fn bootstrap(
 ) -> Result<Bootstrap> {
     let mut samples: BTreeMap<OriginId, Vec<Packet>> = BTreeMap::new();
     let mut reference = None;
-    let mut message_traces_only = !inputs.is_empty() && inputs.iter().all(|s| s.path != "-");
+    let read_once = |s: &InputSpec| s.path == "-" || is_pipe(&s.path);
+    let mut message_traces_only = !inputs.is_empty() && !inputs.iter().any(read_once);
     let mut trace_orders = vec![TraceOrder::File; inputs.len()];
     let mut evidence = Evidence::default();
     let mut surveys: Vec<(usize, Survey)> = Vec::new();
     for (i, spec) in inputs.iter().enumerate() {
-        if spec.path == "-" || is_pipe(&spec.path) {
-            // Read once: a message trace among them is put in order through a buffer.
+        if read_once(spec) {
+            // Not sampled (what is read here would be lost to the run, and a FIFO's writer
+            // gone); a message trace among them is put in order through a buffer.
             trace_orders[i] = TraceOrder::Buffered;
-            if spec.path == "-" {
-                continue;
-            }
+            continue;
         }
         let (mut reader, kind) = causeway_sources::open(spec, DecodeOptions::default(), None)?;
         message_traces_only &= kind == InputKind::MessageTrace;
-        if kind == InputKind::MessageTrace && !is_pipe(&spec.path) {
+        if kind == InputKind::MessageTrace {
             surveys.push((i, survey(spec, &mut evidence)?));
             continue;
         }
