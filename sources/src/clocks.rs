@@ -438,7 +438,8 @@ pub struct Estimate {
     /// The host's clock minus the reference clock, ns.
     pub offset_ns: i64,
     /// A hard bound on its error, when every pair on its path was seen both ways and agrees
-    /// with itself.
+    /// with itself, for timestamps as exact as they are written (a trace rounded to a
+    /// resolution is off by up to that much more).
     pub bound_ns: Option<u64>,
     /// How it was found.
     pub how: How,
