@@ -11,7 +11,7 @@ use std::net::IpAddr;
 use anyhow::{Result, anyhow, bail};
 use causeway_operators::{
     CallsConfig, ClockConfig, DelayEstimate, DelayModel, Domain, FlowConfig, FoldConfig, Homes,
-    LinkConfig, Names, NatConfig, PathsConfig, Rank, ReconcileConfig,
+    LinkConfig, Names, NatConfig, PathsConfig, Rank, ReconcileConfig, TasksConfig,
 };
 use causeway_sinks::metrics::Metrics;
 use causeway_sinks::output::{Output, Rotation};
@@ -24,8 +24,8 @@ use causeway_sources::{Alignment, InputSpec, OriginId, Origins, RunControl, Sour
 
 use crate::bootstrap::{SampleSize, bootstrap};
 use crate::cli::{
-    AggregateArg, AnalyzeArgs, DelayEstimateArg, DelayModelArg, EmitArg, EngineArgs, LiveArgs,
-    NodeGranularityArg, OutputArgs, ProgressArg, RunArgs, SnapArgs, StatsArgs,
+    AggregateArg, AnalyzeArgs, DelayEstimateArg, DelayModelArg, EmitArg, EngineArgs, LinkerArg,
+    LiveArgs, NodeGranularityArg, OutputArgs, ProgressArg, RunArgs, SnapArgs, StatsArgs,
 };
 use crate::engine::{self, Emit, Job, SnifferJob, TcpJob};
 use crate::progress::Progress;
@@ -391,6 +391,18 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
             warmup_ns,
             ..LinkConfig::default()
         },
+        tasks: match args.linker {
+            LinkerArg::Tasks => Some(TasksConfig {
+                model: causeway_operators::tasks::model::ModelConfig {
+                    max_delay_ns: args.max_delay.as_nanos() as u64,
+                    ..Default::default()
+                },
+                lateness_ns: messages_late_ns,
+                warmup_ns,
+                ..TasksConfig::default()
+            }),
+            _ => None,
+        },
         paths: PathsConfig {
             max_delay_ns: args.max_delay.as_nanos() as u64,
             // `link` hands messages on in event-time order, at most this much behind.
@@ -458,6 +470,7 @@ pub fn counting_job(
         clock: ClockConfig::default(),
         nat: NatConfig::default(),
         link: LinkConfig::default(),
+        tasks: None,
         paths: PathsConfig::default(),
         tcp: TcpJob::default(),
         live: None,

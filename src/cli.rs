@@ -313,6 +313,22 @@ pub enum DelayEstimateArg {
     Weighted,
 }
 
+/// Which linker finds each message's cause.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum LinkerArg {
+    /// `wap5` for now: `tasks` is measured against it before it becomes the default.
+    #[default]
+    Auto,
+    /// By the requests each node serves: a request opens a task at its receiver, a reply
+    /// closes one of its caller's, a call joins one; delays, call sets and the order tasks
+    /// are taken up in are learned from the data. Needs no ports: node-name traces,
+    /// call/return traces (`kind`), captures alike.
+    Tasks,
+    /// WAP5's candidate parents, weighed per message with the connections' structure and
+    /// learned densities (--delay-model, --match-window, --spontaneous).
+    Wap5,
+}
+
 /// How `link` weighs a candidate parent by its delay.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
 pub enum DelayModelArg {
@@ -682,6 +698,9 @@ pub struct AnalyzeArgs {
     /// Conversations, node pairs and path patterns listed in the table.
     #[arg(long, value_name = "N", default_value_t = 20)]
     pub top: usize,
+    /// Linking: which linker finds each message's cause.
+    #[arg(long, value_enum, default_value_t = LinkerArg::Auto, help_heading = "Paths")]
+    pub linker: LinkerArg,
     /// Linking: the longest a node may hold a message before sending what it caused (WAP5's
     /// x); longer gaps are not causal.
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration, help_heading = "Paths")]

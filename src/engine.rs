@@ -34,7 +34,7 @@ use causeway_operators::{
     Bounds, BuildPaths, CallMessages, CallsConfig, Clock, ClockConfig, CollectStats, Correct,
     FlowConfig, Flows, Fold, FoldConfig, Homes, Link, LinkConfig, Merger, MessageBounds, Names,
     Nat, NatConfig, PathRecord, PathsConfig, Reconcile, ReconcileCalls, ReconcileConfig,
-    Reconciled, RowsToMessages,
+    Reconciled, RowsToMessages, TaskLink, TasksConfig,
 };
 use causeway_sinks::{Deliver, Record, SinkError, SinkSet};
 use causeway_sources::decode::DecodeOptions;
@@ -126,6 +126,8 @@ pub struct Job {
     pub nat: NatConfig,
     /// Message linking.
     pub link: LinkConfig,
+    /// The task linker, when it is the one used (else `link`'s).
+    pub tasks: Option<TasksConfig>,
     /// Path instances and patterns.
     pub paths: PathsConfig,
     /// TCP diagnosis.
@@ -409,7 +411,11 @@ pub fn run(
                         job.clock.reference.clone(),
                     );
                 if job.emit.paths() {
-                    let paths = messages.clone().link(job.link).paths(job.paths.clone());
+                    let linked = match job.tasks.clone() {
+                        Some(tasks) => messages.clone().link_tasks(tasks),
+                        None => messages.clone().link(job.link),
+                    };
+                    let paths = linked.paths(job.paths.clone());
                     if job.emit.alerts {
                         let patterns = paths.clone().flat_map(|r| match r {
                             PathRecord::Pattern(p) => Some(p),

@@ -18,6 +18,7 @@
 //!   per-connection classification (`snap`); [`tcp_packets`]: the same evidence from
 //!   packets (`tcp.packets`); [`correlate`]: problems shared by the connections of a host,
 //!   link or application (SNAP §2.3);
+//! - [`tasks`]: `link.tasks`, the cause of every message by the requests each node serves;
 //! - [`alert`]: alerts from `--alert` rules over the path patterns.
 //!
 //! Shared types: [`Message`], [`Domain`] (clock domains), [`Names`] (address to node name),
@@ -97,6 +98,7 @@ pub mod resources;
 pub mod rows;
 pub mod snap;
 pub mod stats;
+pub mod tasks;
 pub mod tcp_packets;
 pub mod topology;
 
@@ -121,4 +123,5 @@ pub use reconcile::fold::{Fold, FoldConfig};
 pub use reconcile::merge::{Merger, NatFact, Reconcile, ReconcileConfig, Reconciled};
 pub use rows::RowsToMessages;
 pub use stats::{CollectStats, OriginStats};
+pub use tasks::{TaskLink, TasksConfig};
 pub use topology::{Homes, Placement};

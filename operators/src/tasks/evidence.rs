@@ -1,0 +1,263 @@
+//! The kinds of evidence the task linker weighs, each learned from the data: how long a node
+//! takes from an arrival of one type to a departure of a class ([`Delays`]), which calls a
+//! task of a type makes before it replies ([`Composition`]), and in which order a node takes
+//! up the tasks waiting for the same step ([`order_log_prior`]).
+//!
+//! Every score is a log-likelihood, so that the linker adds them, and so that the total over
+//! a run compares one model of the data (an order prior) with another.
+//!
+//! State: one histogram per (arrival type, departure class) seen, one counter per
+//! (task type, call signature); both bounded by the number of distinct types, not by the
+//! input, and faded so that each class remembers about [`Delays::memory`] decisions.
+
+use crate::FastMap;
+use causeway_sources::Time;
+
+/// Bins per histogram: log-spaced by [`BIN_RATIO`] from 1 µs, the last bin open-ended
+/// (1.4^48 µs is about 10 s).
+const BINS: usize = 48;
+/// The ratio between consecutive bin edges.
+const BIN_RATIO: f64 = 1.4;
+/// The smoothing kernel over neighbouring bins: a delay's likelihood is read from its bin and
+/// the two on each side, so that a histogram that has seen a few hundred delays reads smooth.
+const KERNEL: [f32; 5] = [0.25, 0.5, 1.0, 0.5, 0.25];
+/// What a bin no decision fell in reads: a small count, so that an unseen combination is
+/// unlikely but not impossible (its log-likelihood is finite).
+const PRIOR: f32 = 0.02;
+
+/// The bin of a delay in ns (negative delays, from timestamps a clock error put out of order,
+/// fall in the first bin).
+fn bin(delay_ns: i64) -> usize {
+    let us = (delay_ns as f64 / 1000.0).max(1.0);
+    ((us.ln() / BIN_RATIO.ln()) as usize).min(BINS - 1)
+}
+
+/// Learned delays: for each departure class (a node, the node it sends to, and whether it
+/// sends a request or a response), how often its departures follow an arrival of each type
+/// (sender and role) by each delay. The likelihood of a candidate parent is the share of the
+/// class's departures with a parent of its type at its delay: a type that is never the
+/// parent of a class reads near zero, whatever its delays.
+#[derive(Clone, Debug, Default)]
+pub struct Delays {
+    /// (arrival type, departure class) -> counts per bin.
+    hist: FastMap<(u64, u64), [f32; BINS]>,
+    /// Departure class -> its decisions counted, and the arrival types seen with it.
+    class: FastMap<u64, (f32, Vec<u64>)>,
+    /// Decisions a class remembers: past twice this many, its counts are halved.
+    pub memory: f32,
+}
+
+impl Delays {
+    /// Empty, remembering about `memory` decisions per class.
+    pub fn new(memory: f32) -> Self {
+        Delays {
+            memory,
+            ..Delays::default()
+        }
+    }
+
+    /// Counts a decision, as likely as `w`: a departure of `class` caused by an arrival of
+    /// `ptype` `delay_ns` before it. A departure's options are counted with their posterior
+    /// probabilities (with nothing learned, `1/n` each: Project 5's scoreboard).
+    pub fn add(&mut self, ptype: u64, class: u64, delay_ns: i64, w: f32) {
+        let h = self.hist.entry((ptype, class)).or_insert([0.0; BINS]);
+        h[bin(delay_ns)] += w;
+        let entry = self.class.entry(class).or_insert((0.0, Vec::new()));
+        if !entry.1.contains(&ptype) {
+            entry.1.push(ptype);
+        }
+        entry.0 += w;
+        if entry.0 > 2.0 * self.memory.max(1.0) {
+            entry.0 /= 2.0;
+            for t in &entry.1 {
+                if let Some(h) = self.hist.get_mut(&(*t, class)) {
+                    h.iter_mut().for_each(|c| *c /= 2.0);
+                }
+            }
+        }
+    }
+
+    /// The log-likelihood that a departure of `class` was caused by an arrival of `ptype`
+    /// `delay_ns` before it.
+    pub fn log_p(&self, ptype: u64, class: u64, delay_ns: i64) -> f64 {
+        let total = self.class.get(&class).map_or(0.0, |c| c.0);
+        let v = self.hist.get(&(ptype, class)).map_or(0.0, |h| {
+            let b = bin(delay_ns) as isize;
+            KERNEL
+                .iter()
+                .enumerate()
+                .map(|(i, k)| {
+                    let j = b + i as isize - 2;
+                    if (0..BINS as isize).contains(&j) {
+                        k * h[j as usize]
+                    } else {
+                        0.0
+                    }
+                })
+                .sum()
+        });
+        f64::from((v + PRIOR) / (total + 1.0)).ln()
+    }
+
+    /// For debugging: per (arrival type, departure class), its total count and the delay
+    /// (µs) of its fullest bin, and the class's total.
+    pub fn summary(&self) -> Vec<(u64, u64, f32, f64, f32)> {
+        let mut v: Vec<_> = self
+            .hist
+            .iter()
+            .map(|(&(t, c), h)| {
+                let (b, _) = h
+                    .iter()
+                    .enumerate()
+                    .fold((0, 0.0f32), |a, (i, &x)| if x > a.1 { (i, x) } else { a });
+                let total = self.class.get(&c).map_or(0.0, |x| x.0);
+                (t, c, h.iter().sum(), BIN_RATIO.powi(b as i32), total)
+            })
+            .collect();
+        v.sort_by_key(|a| (a.1, a.0));
+        v
+    }
+
+    /// How many (arrival type, departure class) combinations are held.
+    pub fn len(&self) -> usize {
+        self.hist.len()
+    }
+
+    /// Whether nothing was learned.
+    pub fn is_empty(&self) -> bool {
+        self.hist.is_empty()
+    }
+}
+
+/// Learned compositions: for each task type (the caller and the node that serves it), how
+/// often a task replies after making each multiset of calls (its *signature*, a hash of the
+/// sorted classes of its calls). A reply that would close a task whose calls so far are no
+/// signature its type has is unlikely: at a node that always calls two services before it
+/// replies, a task that made none cannot be the one replying.
+#[derive(Clone, Debug, Default)]
+pub struct Composition {
+    /// (task type, signature) -> count.
+    counts: FastMap<(u64, u64), f32>,
+    /// Task type -> (count, distinct signatures).
+    types: FastMap<u64, (f32, f32)>,
+    /// Tasks a type remembers (halved past twice this).
+    pub memory: f32,
+}
+
+/// What an unseen signature counts, as a share of one task.
+const SIGNATURE_PRIOR: f32 = 0.1;
+
+impl Composition {
+    /// Empty, remembering about `memory` tasks per type.
+    pub fn new(memory: f32) -> Self {
+        Composition {
+            memory,
+            ..Composition::default()
+        }
+    }
+
+    /// Counts a task of `ttype` that replied with calls of signature `sig`, as likely as `w`.
+    pub fn add(&mut self, ttype: u64, sig: u64, w: f32) {
+        let c = self.counts.entry((ttype, sig)).or_insert(0.0);
+        let new = *c == 0.0;
+        *c += w;
+        let t = self.types.entry(ttype).or_insert((0.0, 0.0));
+        t.0 += w;
+        if new {
+            t.1 += 1.0;
+        }
+        if t.0 > 2.0 * self.memory.max(1.0) {
+            t.0 /= 2.0;
+            self.counts
+                .iter_mut()
+                .filter(|((tt, _), _)| *tt == ttype)
+                .for_each(|(_, c)| *c /= 2.0);
+        }
+    }
+
+    /// The log-likelihood that a task of `ttype` replies with calls of signature `sig`.
+    pub fn log_p(&self, ttype: u64, sig: u64) -> f64 {
+        let (n, kinds) = self.types.get(&ttype).copied().unwrap_or((0.0, 0.0));
+        let c = self.counts.get(&(ttype, sig)).copied().unwrap_or(0.0);
+        f64::from((c + SIGNATURE_PRIOR) / (n + SIGNATURE_PRIOR * (kinds + 1.0) + 1.0)).ln()
+    }
+}
+
+/// The order prior: the log-probability that a departure is taken up by the task of rank
+/// `rank` (0 the longest waiting) among `n` candidate tasks, when a node takes up waiting
+/// tasks in order of arrival with odds `rho` against each later one (a truncated geometric
+/// distribution). `rho = 1` is no preference (`−ln n`, the cost of naming one of `n`); a
+/// first-come-first-served node (a single event loop) is `rho` near 0. Which `rho` fits a
+/// system is learned by comparing the likelihood of the whole warm-up under each.
+pub fn order_log_prior(rho: f64, rank: usize, n: usize) -> f64 {
+    let n = n.max(1);
+    if rho >= 0.999 {
+        return -(n as f64).ln();
+    }
+    let norm = 1.0 - rho.powi(n as i32);
+    ((1.0 - rho) * rho.powi(rank as i32) / norm).ln()
+}
+
+/// A delay in ns between two local timestamps (`to` − `from`), negative when `to` is earlier.
+pub fn delay(from: Time, to: Time) -> i64 {
+    (i128::from(to) - i128::from(from)).clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_type_that_is_the_parent_at_a_delay_reads_likelier_there_than_elsewhere() {
+        let mut d = Delays::new(1000.0);
+        for i in 0..200 {
+            d.add(1, 10, 1_000_000 + i * 1000, 1.0);
+        }
+        let at = d.log_p(1, 10, 1_100_000);
+        let far = d.log_p(1, 10, 100_000_000);
+        let other = d.log_p(2, 10, 1_100_000);
+        assert!(at > far + 3.0, "{at} {far}");
+        assert!(at > other + 3.0, "{at} {other}");
+        // The share of the class's decisions: close to ln(1) near the mode's bins.
+        assert!(at > (0.3f64).ln(), "{at}");
+    }
+
+    #[test]
+    fn delays_fade_but_keep_their_shape() {
+        let mut d = Delays::new(10.0);
+        for _ in 0..1000 {
+            d.add(1, 10, 2_000_000, 1.0);
+        }
+        let (n, _) = d.class[&10].clone();
+        assert!(n <= 20.0, "{n}");
+        assert!(d.log_p(1, 10, 2_000_000) > d.log_p(1, 10, 200_000_000) + 3.0);
+    }
+
+    #[test]
+    fn a_signature_a_type_never_replies_with_is_unlikely() {
+        let mut c = Composition::new(1000.0);
+        for _ in 0..100 {
+            c.add(7, 42, 1.0);
+        }
+        assert!(c.log_p(7, 42) > -0.1);
+        assert!(c.log_p(7, 0) < -5.0);
+    }
+
+    #[test]
+    fn the_order_prior_is_a_distribution_over_ranks() {
+        for rho in [1.0, 0.5, 0.2] {
+            for n in 1..6 {
+                let total: f64 = (0..n).map(|k| order_log_prior(rho, k, n).exp()).sum();
+                assert!((total - 1.0).abs() < 1e-9, "rho {rho} n {n}: {total}");
+            }
+        }
+        assert!(order_log_prior(0.2, 0, 3) > order_log_prior(0.2, 1, 3));
+    }
+
+    #[test]
+    fn delays_are_signed() {
+        assert_eq!(delay(10, 7), -3);
+        assert_eq!(delay(7, 10), 3);
+        assert_eq!(bin(-5), 0);
+    }
+}

@@ -1,0 +1,573 @@
+//! `link` by tasks (WAP5 §5.1's causality, Project 5 §5.1's nesting): for every message a
+//! node sends, the message it received that caused it, found by following the requests each
+//! node serves.
+//!
+//! - **Input**: reconciled [`Message`]s, clock-corrected where the `clock` operator could.
+//! - **Output**: one [`Linked`] per message, in event-time order: the options weighed for its
+//!   cause with their probabilities (a softmax of their log scores), the one taken, and
+//!   whether it starts a path.
+//! - **Exchange**: everything to the last worker (with `paths`): a node's decisions pair
+//!   its replies with its callers' calls, so every node's decisions feed its callers'.
+//! - **The model** ([`model`]): every node serves requests as tasks; a request opens one at
+//!   its receiver, a reply closes one of the same caller's (on the same connection or call id
+//!   where the input names one), a call joins one of its node's open tasks, and an answer
+//!   joins its call's task once the callee has paired it. A departure's parent is the latest
+//!   arrival of its task. The evidence ([`evidence`]): learned delays per arrival type and
+//!   departure class, Project 5's same-child penalty, whether a replying task's calls are all
+//!   answered, how typical its calls are for its type, and the order in which the system
+//!   takes up waiting tasks. Where each message's role comes from: the input's `kind`
+//!   (`call`/`request` asks, `return`/`response` answers, `message` is one-way); else the
+//!   ports (a message to a fixed port asks, [`Ports`]); else, for names, which of two nodes
+//!   spoke to the other first. Nothing is keyed to a generator's preset.
+//! - **Warm start**: the input is held until the frontier has passed the first `warmup_ns`
+//!   of event time, or `warmup_max` messages are held. The warm-up is then linked three
+//!   times for each order prior in [`TasksConfig::rhos`] (expectation-maximisation: each pass
+//!   decides by what the one before learned), the prior under which the warm-up is likeliest
+//!   is kept, and everything held is linked with what it learned, which then goes on
+//!   learning from every decision. A system that serves its tasks first come, first served
+//!   (a single event loop) is told from one that does not by the likelihood, not by a rule.
+//! - **Order**: each message is taken in twice, as a departure at its corrected send time and
+//!   as an arrival at its corrected receive time (never before its departure); a message's
+//!   cause is decided when its departure is taken in, in event-time order, once the frontier
+//!   is `lateness_ns` past it. Ties go by the input's order (the data row).
+//! - **State**: the messages not yet taken in (a reorder buffer, up to the lateness); the
+//!   model's open tasks ([`model`]: freed when they reply or time out); the learned
+//!   evidence, bounded by the number of types; the roles of node pairs without a kind.
+//!   During the warm-up, the held messages. Memory follows the message rate times the
+//!   lateness, and the requests in flight.
+//! - **Cost**: per message, a hash of its endpoints and two reorder-buffer moves; per
+//!   departure, one pass over its node's open tasks (a histogram lookup each). The warm-up
+//!   is linked `3 · rhos` times more.
+
+pub mod evidence;
+pub mod model;
+
+use causeway_sources::{Address, MessageKind, Time};
+use foldhash::fast::FixedState;
+use smallvec::SmallVec;
+use std::collections::BTreeSet;
+use std::hash::BuildHasher;
+use timely::dataflow::Stream;
+use timely::dataflow::channels::pact::Exchange;
+use timely::dataflow::operators::generic::Operator;
+
+use crate::FastMap;
+use crate::link::{Linked, ONE, Prob, message_id, node_key};
+use crate::message::{Message, MessageStream};
+use crate::ports::Ports;
+use crate::reorder::Reorder;
+use model::{Decision, Model, ModelConfig, Role, Seen};
+
+/// Parameters of the task linker.
+#[derive(Clone, Debug)]
+pub struct TasksConfig {
+    /// The model's parameters (its `rho` is replaced by the one the warm-up picks).
+    pub model: ModelConfig,
+    /// The order priors tried on the warm-up.
+    pub rhos: Vec<f64>,
+    /// How late a message may come after the frontier passed its event time.
+    pub lateness_ns: Time,
+    /// Event time held for the warm-up (0: none; the order prior is then `rhos[0]`).
+    pub warmup_ns: Time,
+    /// Most messages held for the warm-up.
+    pub warmup_max: usize,
+}
+
+impl Default for TasksConfig {
+    fn default() -> Self {
+        TasksConfig {
+            model: ModelConfig::default(),
+            rhos: vec![1.0, 0.5, 0.2],
+            lateness_ns: 1_000_000_000,
+            warmup_ns: 0,
+            warmup_max: 50_000,
+        }
+    }
+}
+
+/// Extension trait: the task linker.
+pub trait TaskLink<'scope> {
+    /// The cause of every message; see the module documentation.
+    fn link_tasks(self, config: TasksConfig) -> Stream<'scope, Time, Vec<Linked>>;
+}
+
+/// Where each message's role comes from when the input has no `kind`.
+#[derive(Debug)]
+struct Roles {
+    ports: Ports,
+    /// Unordered pair of node keys -> the one that spoke first (names only).
+    first: FastMap<(u64, u64), (u64, Time)>,
+    idle_ns: Time,
+}
+
+impl Roles {
+    fn new(idle_ns: Time) -> Self {
+        Roles {
+            ports: Ports::default(),
+            first: FastMap::default(),
+            idle_ns,
+        }
+    }
+
+    fn role(&mut self, m: &Message, src: u64, dst: u64) -> Role {
+        match m.kind {
+            Some(MessageKind::Call | MessageKind::Request | MessageKind::Message) => {
+                return Role::Request;
+            }
+            Some(MessageKind::Return | MessageKind::Response) => return Role::Response,
+            None => {}
+        }
+        let t = m.event_ns;
+        if let (Address::Endpoint(_), Address::Endpoint(_)) = (&m.src_endpoint, &m.dst_endpoint) {
+            let ends = self
+                .ports
+                .observe_message(&m.src_endpoint, &m.dst_endpoint, src, dst, t);
+            if ends.dst_fixed && !ends.src_fixed {
+                return Role::Request;
+            }
+            if ends.src_fixed && !ends.dst_fixed {
+                return Role::Response;
+            }
+        }
+        let pair = (src.min(dst), src.max(dst));
+        let idle = self.idle_ns;
+        let first = self.first.entry(pair).or_insert((src, t));
+        if first.1.saturating_add(idle) < t {
+            *first = (src, t);
+        } else {
+            first.1 = t;
+        }
+        if first.0 == src {
+            Role::Request
+        } else {
+            Role::Response
+        }
+    }
+
+    fn expire(&mut self, now: Time) {
+        let idle = self.idle_ns;
+        self.first.retain(|_, (_, t)| t.saturating_add(idle) >= now);
+        self.ports.expire(now.saturating_sub(idle));
+    }
+}
+
+/// The connection a message travelled on: its two endpoints (where both are `ip:port`), or
+/// its call id with its two nodes.
+fn connection(m: &Message, src: u64, dst: u64) -> Option<u64> {
+    let pair = (src.min(dst), src.max(dst));
+    if let Some(id) = &m.call_id {
+        return Some(FixedState::with_seed(0x6361_6c6c).hash_one((id, pair)));
+    }
+    match (&m.src_endpoint, &m.dst_endpoint) {
+        (Address::Endpoint(a), Address::Endpoint(b)) => {
+            let (x, y) = if (a.ip, a.port) <= (b.ip, b.port) {
+                (a, b)
+            } else {
+                (b, a)
+            };
+            Some(FixedState::with_seed(0x636f_6e6e).hash_one((x, y)))
+        }
+        _ => None,
+    }
+}
+
+/// A message as the linker holds it until its departure is taken in.
+struct Held {
+    message: Box<Message>,
+    seen: Seen,
+}
+
+/// One event: a message leaving its sender or reaching its receiver.
+enum Event {
+    Depart(Box<Held>),
+    Arrive(Seen),
+}
+
+/// The events waiting for the frontier, in (time, input order) order.
+#[derive(Default)]
+struct Events {
+    queue: Reorder<Event>,
+}
+
+impl Events {
+    /// Queues both events of a message taken in as the `seq`-th.
+    fn push(&mut self, held: Box<Held>, seq: u64) {
+        let m = &held.message;
+        let depart = m
+            .send_corrected_ns
+            .or(m.recv_corrected_ns)
+            .unwrap_or(m.event_ns);
+        let arrive = m.recv_corrected_ns.unwrap_or(depart).max(depart);
+        let seen = held.seen;
+        self.queue.push(arrive, seq * 2 + 1, Event::Arrive(seen));
+        self.queue.push(depart, seq * 2, Event::Depart(held));
+    }
+}
+
+/// The linker: its events, model and roles.
+struct Linker {
+    config: TasksConfig,
+    model: Model,
+    events: Events,
+    roles: Roles,
+    seq: u64,
+    /// Departures taken in whose decision is not final yet, by id: (time, message).
+    pending: FastMap<u64, (Time, Box<Held>)>,
+    /// The times of `pending`, for the output's capability.
+    pending_times: BTreeSet<(Time, u64)>,
+    finals: Vec<(u64, Decision)>,
+    /// During the warm-up: every message taken in, by input order.
+    warm: Option<Vec<Box<Held>>>,
+    warm_start: Option<Time>,
+}
+
+impl Linker {
+    fn new(config: TasksConfig) -> Self {
+        let mut model_config = config.model;
+        model_config.rho = config.rhos.first().copied().unwrap_or(1.0);
+        Linker {
+            model: Model::new(model_config),
+            roles: Roles::new(config.model.task_timeout_ns),
+            events: Events::default(),
+            seq: 0,
+            pending: FastMap::default(),
+            pending_times: BTreeSet::new(),
+            finals: Vec::new(),
+            warm: (config.warmup_ns > 0).then(Vec::new),
+            warm_start: None,
+            config,
+        }
+    }
+
+    fn take(&mut self, m: Box<Message>) {
+        let src = node_key(&m.src);
+        let dst = node_key(&m.dst);
+        let role = self.roles.role(&m, src, dst);
+        let seen = Seen {
+            id: message_id(&m),
+            src,
+            dst,
+            role,
+            send_local: m.send_ns,
+            recv_local: m.recv_ns,
+            conn: connection(&m, src, dst),
+        };
+        let held = Box::new(Held { message: m, seen });
+        match self.warm.as_mut() {
+            Some(w) => {
+                let t = held.message.event_ns;
+                self.warm_start = Some(self.warm_start.map_or(t, |s| s.min(t)));
+                w.push(held);
+            }
+            None => {
+                self.seq += 1;
+                self.events.push(held, self.seq);
+            }
+        }
+    }
+
+    /// Ends the warm-up if the frontier `now` has passed it: picks the order prior and the
+    /// learned evidence, and queues everything held.
+    fn end_warmup(&mut self, now: Option<Time>) {
+        let Some(w) = self.warm.as_ref() else { return };
+        let over = match (now, self.warm_start) {
+            (None, _) => true,
+            (Some(n), Some(s)) => {
+                n >= s
+                    .saturating_add(self.config.warmup_ns)
+                    .saturating_add(self.config.lateness_ns)
+            }
+            (Some(_), None) => false,
+        };
+        if !over && w.len() < self.config.warmup_max {
+            return;
+        }
+        let Some(held) = self.warm.take() else { return };
+        self.model = warm_up(&self.config, &held);
+        for h in held {
+            self.seq += 1;
+            self.events.push(h, self.seq);
+        }
+    }
+
+    /// Takes in every event the frontier at `now` has passed; returns the time below which
+    /// everything is linked.
+    fn run(&mut self, now: Option<Time>, out: &mut Vec<Linked>) -> Option<Time> {
+        let bound = now.map(|n| n.saturating_sub(self.config.lateness_ns));
+        while let Some((t, _, e)) = self.events.queue.pop_before(bound) {
+            match e {
+                Event::Arrive(s) => self.model.arrive(&s),
+                Event::Depart(h) => {
+                    let id = h.seen.id;
+                    self.model.depart(&h.seen);
+                    self.pending_times.insert((t, id));
+                    self.pending.insert(id, (t, h));
+                    if self.model.decided() % 4096 == 0 {
+                        self.model.expire();
+                        if let Some(b) = bound {
+                            self.roles.expire(b);
+                        }
+                    }
+                }
+            }
+            self.emit(out);
+        }
+        if now.is_none() {
+            self.model.finalize_all();
+            self.emit(out);
+            tracing::debug!(lost = ?self.model.lost, decided = self.model.decided(), "link.tasks: end");
+        }
+        let queued = self.events.queue.first().map(|(t, _)| t);
+        let pending = self.pending_times.first().map(|(t, _)| *t);
+        [bound, queued, pending]
+            .into_iter()
+            .flatten()
+            .min()
+            .or(bound)
+    }
+
+    /// Hands out the decisions made final.
+    fn emit(&mut self, out: &mut Vec<Linked>) {
+        self.model.take_final(&mut self.finals);
+        for (id, d) in self.finals.drain(..) {
+            if let Some((t, h)) = self.pending.remove(&id) {
+                self.pending_times.remove(&(t, id));
+                out.push(linked(*h, &d));
+            }
+        }
+    }
+}
+
+/// Links the warm-up `held` three times for each order prior, and returns a model with the
+/// evidence learned under the likeliest prior, for the real run.
+fn warm_up(config: &TasksConfig, held: &[Box<Held>]) -> Model {
+    let mut best: Option<(f64, Model)> = None;
+    for &rho in &config.rhos {
+        let model_config = ModelConfig {
+            rho,
+            ..config.model
+        };
+        let mut model = Model::batch(model_config);
+        for _ in 0..3 {
+            let mut events = Events::default();
+            for (i, h) in held.iter().enumerate() {
+                events.push(
+                    Box::new(Held {
+                        message: h.message.clone(),
+                        seen: h.seen,
+                    }),
+                    i as u64 + 1,
+                );
+            }
+            model = model.relearned(model_config, true);
+            let mut finals = Vec::new();
+            while let Some((_, _, e)) = events.queue.pop_before(None) {
+                match e {
+                    Event::Arrive(s) => model.arrive(&s),
+                    Event::Depart(h) => model.depart(&h.seen),
+                }
+                model.take_final(&mut finals);
+                finals.clear();
+            }
+            model.finalize_all();
+        }
+        let score = model.score();
+        tracing::debug!(rho, score, "link.tasks: warm-up");
+        if best.as_ref().is_none_or(|(s, _)| score > *s) {
+            best = Some((score, model));
+        }
+    }
+    match best {
+        Some((_, model)) => {
+            let c = model.config();
+            let m = model.relearned(c, false);
+            if tracing::enabled!(tracing::Level::TRACE) {
+                for (t, c, n, mode, total) in m.delays().summary() {
+                    tracing::trace!(
+                        "class {c:x} type {t:x}: {n:.1} of {total:.1}, mode {mode:.0} us"
+                    );
+                }
+            }
+            m
+        }
+        None => Model::new(config.model),
+    }
+}
+
+fn to_prob(p: f64) -> Prob {
+    (p.clamp(0.0, 1.0) * f64::from(ONE)).round() as Prob
+}
+
+/// The [`Linked`] of a decided departure.
+fn linked(h: Held, d: &Decision) -> Linked {
+    let id = h.seen.id;
+    let keys = (h.seen.src, h.seen.dst);
+    // Probabilities: a softmax of the options' log scores.
+    let max = d
+        .options
+        .iter()
+        .map(|o| o.1)
+        .fold(f64::NEG_INFINITY, f64::max);
+    let total: f64 = d.options.iter().map(|o| (o.1 - max).exp()).sum();
+    let mut parents: SmallVec<[(u64, Prob); 2]> = SmallVec::new();
+    let mut spontaneous = if d.options.is_empty() { ONE } else { 0 };
+    for (i, (p, s)) in d.options.iter().enumerate() {
+        let q = (s - max).exp() / total;
+        match p {
+            Some(p) if q >= 0.01 || Some(i) == d.chosen => parents.push((*p, to_prob(q))),
+            Some(_) => {}
+            None => spontaneous = to_prob(q),
+        }
+    }
+    Linked {
+        id,
+        message: h.message,
+        parents,
+        spontaneous,
+        best: d.parent(),
+        from_client: d.from_client,
+        keys,
+        typical: ONE,
+    }
+}
+
+impl<'scope> TaskLink<'scope> for MessageStream<'scope> {
+    fn link_tasks(self, config: TasksConfig) -> Stream<'scope, Time, Vec<Linked>> {
+        let peers = self.scope().peers() as u64;
+        let last = peers.saturating_sub(1);
+        self.unary_frontier(
+            #[allow(clippy::borrowed_box)]
+            Exchange::new(move |_m: &Box<Message>| last),
+            "link.tasks",
+            move |cap, _info| {
+                let mut held = Some(cap);
+                let mut linker = Linker::new(config);
+                let mut out = Vec::new();
+                move |(input, frontier), output| {
+                    input.for_each(|_cap, batch| {
+                        for m in batch.drain(..) {
+                            linker.take(m);
+                        }
+                    });
+                    let Some(cap) = held.as_mut() else { return };
+                    let now = frontier.frontier().iter().next().copied();
+                    linker.end_warmup(now);
+                    if linker.warm.is_some() {
+                        // Nothing is linked during the warm-up: hold the capability at the
+                        // earliest time anything still to come may have.
+                        let lag = linker.config.lateness_ns;
+                        let floor = match (linker.warm_start, now) {
+                            (Some(s), Some(n)) => Some(s.min(n.saturating_sub(lag))),
+                            (None, Some(n)) => Some(n.saturating_sub(lag)),
+                            (s, None) => s,
+                        };
+                        if let Some(t) = floor.filter(|t| t > cap.time()) {
+                            cap.downgrade(&t);
+                        }
+                        return;
+                    }
+                    let bound = linker.run(now, &mut out);
+                    if !out.is_empty() {
+                        output.session(&*cap).give_iterator(out.drain(..));
+                    }
+                    match bound {
+                        Some(t) if t > *cap.time() => cap.downgrade(&t),
+                        Some(_) => {}
+                        None => held = None,
+                    }
+                }
+            },
+        )
+    }
+}
+
+/// Tests of the operator on timely.
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use timely::dataflow::operators::capture::Extract;
+    use timely::dataflow::operators::{Capture, ToStream};
+
+    fn named(src: &str, dst: &str, send: Time, recv: Time, kind: MessageKind, row: u64) -> Message {
+        Message {
+            send_ns: Some(send),
+            recv_ns: Some(recv),
+            src: src.into(),
+            dst: dst.into(),
+            src_endpoint: Address::Name(src.into()),
+            dst_endpoint: Address::Name(dst.into()),
+            kind: Some(kind),
+            row: Some(row),
+            event_ns: send,
+            ..Message::default()
+        }
+    }
+
+    fn run(messages: Vec<Message>, config: TasksConfig) -> Vec<Linked> {
+        let captured = timely::example(move |scope| {
+            messages
+                .into_iter()
+                .map(Box::new)
+                .to_stream(scope)
+                .container::<Vec<_>>()
+                .link_tasks(config)
+                .capture()
+        });
+        let mut out: Vec<Linked> = captured
+            .extract()
+            .into_iter()
+            .flat_map(|(_, v)| v)
+            .collect();
+        out.sort_by_key(|l| l.message.row);
+        out
+    }
+
+    /// Two requests of a client interleave at a web server that calls a database for each;
+    /// names only, with kinds: every message gets the parent its task gives it.
+    #[test]
+    fn interleaved_requests_link_by_their_tasks() {
+        use MessageKind::{Request as Q, Response as R};
+        let ms = 1_000_000;
+        let mut messages = Vec::new();
+        let mut row = 0;
+        let mut push = |s: &str, d: &str, send: Time, recv: Time, k: MessageKind| {
+            messages.push(named(s, d, send, recv, k, row));
+            row += 1;
+        };
+        for i in 0..50u64 {
+            let t = i * 100 * ms;
+            push("client", "web", t, t + ms, Q); // 0
+            push("client", "web", t + 2 * ms, t + 3 * ms, Q); // 1
+            push("web", "db", t + 4 * ms, t + 5 * ms, Q); // 2: for request 0
+            push("web", "db", t + 6 * ms, t + 7 * ms, Q); // 3: for request 1
+            push("db", "web", t + 8 * ms, t + 9 * ms, R); // 4: answers 2
+            push("web", "client", t + 10 * ms, t + 11 * ms, R); // 5: replies to 0
+            push("db", "web", t + 12 * ms, t + 13 * ms, R); // 6: answers 3
+            push("web", "client", t + 14 * ms, t + 15 * ms, R); // 7: replies to 1
+        }
+        let config = TasksConfig {
+            warmup_ns: 10_000_000_000,
+            ..TasksConfig::default()
+        };
+        let out = run(messages.clone(), config);
+        assert_eq!(out.len(), messages.len());
+        let id = |row: usize| message_id(&messages[row]);
+        let mut right = 0;
+        for i in 0..50 {
+            let b = i * 8;
+            let expect = [
+                (b, None),
+                (b + 1, None),
+                (b + 2, Some(id(b))),
+                (b + 3, Some(id(b + 1))),
+                (b + 4, Some(id(b + 2))),
+                (b + 5, Some(id(b + 4))),
+                (b + 6, Some(id(b + 3))),
+                (b + 7, Some(id(b + 6))),
+            ];
+            right += expect.iter().filter(|(r, p)| out[*r].best == *p).count();
+        }
+        assert!(right >= 8 * 50 * 95 / 100, "{right} of 400 right");
+        assert!(out[0].from_client);
+    }
+}
