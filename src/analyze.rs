@@ -399,6 +399,11 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
                 },
                 lateness_ns: messages_late_ns,
                 warmup_ns,
+                rhos: args
+                    .order_prior
+                    .iter()
+                    .map(|r| r.clamp(1e-6, 1.0))
+                    .collect(),
                 ..TasksConfig::default()
             }),
             _ => None,

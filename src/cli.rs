@@ -701,6 +701,11 @@ pub struct AnalyzeArgs {
     /// Linking: which linker finds each message's cause.
     #[arg(long, value_enum, default_value_t = LinkerArg::Auto, help_heading = "Paths")]
     pub linker: LinkerArg,
+    /// Linking (tasks): the order priors tried on the warm-up, each the odds that a node
+    /// takes up a later-arrived waiting task before an earlier one (1: no preference; near 0:
+    /// first come, first served). The one under which the warm-up is likeliest is used.
+    #[arg(long, value_name = "RHO,...", value_delimiter = ',', default_values_t = [1.0, 0.5, 0.2, 0.1], help_heading = "Paths")]
+    pub order_prior: Vec<f64>,
     /// Linking: the longest a node may hold a message before sending what it caused (WAP5's
     /// x); longer gaps are not causal.
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration, help_heading = "Paths")]

@@ -127,6 +127,8 @@ const SAME_CHILD: f64 = -3.0; // ln(0.05)
 const OTHER_CONNECTION: f64 = -9.2;
 /// Most provisional calls of one class at one node: beyond, the oldest is final.
 pub const MAX_PROVISIONAL: usize = 16;
+/// Largest set of calls whose matching is refined by the order prior (exchanges of two).
+const MAX_REFINED: usize = 8;
 /// Added to every negated score to make assignment costs non-negative (a smoothed density
 /// reads at most ln 2.5).
 const COST_OFFSET: f64 = 1.0;
@@ -232,6 +234,13 @@ pub struct Model {
     assign: Assign,
     /// For debugging: answers that found no call, and calls that found no task.
     pub lost: [u64; 3],
+    /// Order priors per departure class, where the warm-up chose one (else `config.rho`).
+    rhos: FastMap<u64, f64>,
+    /// The log-likelihood of the final decisions so far, per departure class.
+    class_scores: FastMap<u64, f64>,
+    /// Per node: (replies the structure alone decided among several waiting tasks, of
+    /// those the longest waiting).
+    reply_order: FastMap<u64, (f64, f64)>,
 }
 
 /// What types and classes name every client by: clients are many nodes of one kind (WAP5
@@ -284,6 +293,9 @@ impl Model {
             expired: 0,
             assign: Assign::default(),
             lost: [0; 3],
+            rhos: FastMap::default(),
+            class_scores: FastMap::default(),
+            reply_order: FastMap::default(),
         }
     }
 
@@ -298,6 +310,8 @@ impl Model {
         let mut m = Model::new(config);
         m.delays = delays;
         m.composition = composition;
+        m.rhos = self.rhos.clone();
+        m.reply_order = self.reply_order.clone();
         if batch {
             m.learning = Learning::Batch(Box::new((
                 Delays::new(config.memory),
@@ -325,6 +339,31 @@ impl Model {
     /// Open tasks and awaited answers forgotten so far.
     pub fn expired(&self) -> u64 {
         self.expired
+    }
+
+    /// The order prior of departures of `class`.
+    fn rho_of(&self, class: u64) -> f64 {
+        self.rhos.get(&class).copied().unwrap_or(self.config.rho)
+    }
+
+    /// The order prior of `node`'s replies: from how often, where the structure alone
+    /// decided, the task replied to was the longest waiting of two (`1/(1 + rho)`), with a
+    /// uniform prior of one each way; 1 (no preference) while nothing was seen.
+    fn reply_rho(&self, node: u64) -> f64 {
+        let (n, first) = self.reply_order.get(&node).copied().unwrap_or((0.0, 0.0));
+        let p = (first + 1.0) / (n + 2.0);
+        ((1.0 - p) / p).clamp(0.02, 1.0)
+    }
+
+    /// The log-likelihood of the final decisions so far, per departure class.
+    pub fn class_scores(&self) -> &FastMap<u64, f64> {
+        &self.class_scores
+    }
+
+    /// Sets the order prior of departures of each class in `rhos` (others keep
+    /// `config.rho`).
+    pub fn set_rhos(&mut self, rhos: FastMap<u64, f64>) {
+        self.rhos = rhos;
     }
 
     /// The learned delays, for debugging.
@@ -461,10 +500,6 @@ impl Model {
             let d = delay(pt, at);
             options.push((i, self.delays.log_p(ptype, class, d), pid, ptype, d));
         }
-        let n = options.len();
-        for (k, o) in options.iter_mut().enumerate() {
-            o.1 += order_log_prior(config.rho, k, n);
-        }
         options
     }
 
@@ -519,14 +554,13 @@ impl Model {
         }
         let chosen: Vec<Option<usize>> = if set.len() == 1 {
             // One call: the best option, or spontaneous.
-            let options = &per_call[0];
-            let best = options
-                .iter()
-                .enumerate()
-                .map(|(k, o)| {
-                    let t = &node.tasks[o.0];
-                    let held = t.kids.contains(&(o.2, class));
-                    (k, o.1 + if held { SAME_CHILD } else { 0.0 })
+            let empty = [None];
+            let best = (0..per_call[0].len())
+                .map(|k| {
+                    (
+                        k,
+                        self.conditional(node, class, &set, &per_call, &empty, 0, k),
+                    )
                 })
                 .max_by(|a, b| a.1.total_cmp(&b.1))
                 .filter(|b| b.1 > SPONTANEOUS);
@@ -548,7 +582,7 @@ impl Model {
                 }
             }
             let columns = self.assign.solve();
-            per_call
+            let mut chosen: Vec<Option<usize>> = per_call
                 .iter()
                 .zip(columns)
                 .map(|(options, &col)| {
@@ -561,35 +595,25 @@ impl Model {
                         })
                         .flatten()
                 })
-                .collect()
+                .collect();
+            // The order prior depends on which tasks earlier calls took (a task that took
+            // a call of this step no longer waits for one): refine the matching by
+            // exchanging the tasks of two calls while that makes the whole likelier.
+            if set.len() <= MAX_REFINED && self.rho_of(class) < 0.999 {
+                self.refine(node, class, &set, &per_call, &mut chosen);
+            }
+            chosen
         };
         // Each option's score given the others' choices: a slot another call of the class
-        // holds (a final one, or one of the set) costs the same-child penalty. The choices
-        // are then each call's best given the others, and their probabilities say so.
-        let key_of = |k: usize, options: &SmallVec<[CallOption; 8]>| {
-            let o = options[k];
-            (node.tasks[o.0].id, o.2)
-        };
-        let taken: Vec<Option<(u64, u64)>> = per_call
-            .iter()
-            .zip(&chosen)
-            .map(|(options, c)| c.map(|k| key_of(k, options)))
-            .collect();
+        // holds (a final one, or one of the set) costs the same-child penalty, and the order
+        // prior ranks the tasks still waiting. The choices are then each call's best given
+        // the others, and their probabilities say so.
         let conditional: Vec<SmallVec<[f64; 8]>> = per_call
             .iter()
             .enumerate()
             .map(|(i, options)| {
-                options
-                    .iter()
-                    .map(|o| {
-                        let key = (node.tasks[o.0].id, o.2);
-                        let final_kid = node.tasks[o.0].kids.contains(&(o.2, class));
-                        let others = taken
-                            .iter()
-                            .enumerate()
-                            .any(|(j, t)| j != i && *t == Some(key));
-                        o.1 + if final_kid || others { SAME_CHILD } else { 0.0 }
-                    })
+                (0..options.len())
+                    .map(|k| self.conditional(node, class, &set, &per_call, &chosen, i, k))
                     .collect()
             })
             .collect();
@@ -624,6 +648,134 @@ impl Model {
             });
         }
         node.provisional.insert(class, set);
+    }
+
+    /// The score of call `i` of `set` taking its option `k`, the others as `chosen`: its
+    /// learned delay, the same-child penalty if another call of the class holds the slot,
+    /// and the order prior over the tasks still waiting for a call of the class when it was
+    /// sent (those whose slot neither a final call nor an earlier one of `set` took).
+    #[allow(clippy::too_many_arguments)]
+    fn conditional(
+        &self,
+        node: &Node,
+        class: u64,
+        set: &[Provisional],
+        per_call: &[SmallVec<[CallOption; 8]>],
+        chosen: &[Option<usize>],
+        i: usize,
+        k: usize,
+    ) -> f64 {
+        let options = &per_call[i];
+        let key = |j: usize, c: usize| {
+            let o = per_call[j][c];
+            (node.tasks[o.0].id, o.2)
+        };
+        let held_by = |slot: (u64, u64), before: Option<(Time, usize)>| {
+            let (tid, pid) = slot;
+            let final_kid = node
+                .tasks
+                .iter()
+                .find(|t| t.id == tid)
+                .is_some_and(|t| t.kids.contains(&(pid, class)));
+            final_kid
+                || chosen.iter().enumerate().any(|(j, c)| {
+                    j != i
+                        && before.is_none_or(|b| (set[j].at, j) < b)
+                        && c.is_some_and(|c| key(j, c) == slot)
+                })
+        };
+        let mut score = options[k].1;
+        if held_by(key(i, k), None) {
+            score += SAME_CHILD;
+        }
+        let rho = self.rho_of(class);
+        if rho < 0.999 {
+            let before = Some((set[i].at, i));
+            let mut rank = 0;
+            let mut n = 0;
+            for c in 0..options.len() {
+                if c == k || !held_by(key(i, c), before) {
+                    if c < k {
+                        rank += 1;
+                    }
+                    n += 1;
+                }
+            }
+            score += order_log_prior(rho, rank, n);
+        } else {
+            score += order_log_prior(1.0, 0, options.len());
+        }
+        score
+    }
+
+    /// The log-likelihood of the choices `chosen` for `set` (`None`: spontaneous).
+    fn objective(
+        &self,
+        node: &Node,
+        class: u64,
+        set: &[Provisional],
+        per_call: &[SmallVec<[CallOption; 8]>],
+        chosen: &[Option<usize>],
+    ) -> f64 {
+        chosen
+            .iter()
+            .enumerate()
+            .map(|(i, c)| match c {
+                Some(k) => self.conditional(node, class, set, per_call, chosen, i, *k),
+                None => SPONTANEOUS,
+            })
+            .sum()
+    }
+
+    /// Improves `chosen` by exchanging the tasks of two calls while the whole gets likelier
+    /// (at most three passes).
+    fn refine(
+        &self,
+        node: &Node,
+        class: u64,
+        set: &[Provisional],
+        per_call: &[SmallVec<[CallOption; 8]>],
+        chosen: &mut [Option<usize>],
+    ) {
+        let task_of = |j: usize, c: Option<usize>| c.map(|c| node.tasks[per_call[j][c].0].id);
+        let option_at = |j: usize, task: Option<u64>| -> Option<Option<usize>> {
+            match task {
+                None => Some(None),
+                Some(t) => per_call[j]
+                    .iter()
+                    .position(|o| node.tasks[o.0].id == t)
+                    .map(Some),
+            }
+        };
+        let mut best = self.objective(node, class, set, per_call, chosen);
+        for _ in 0..3 {
+            let mut improved = false;
+            for a in 0..set.len() {
+                for b in a + 1..set.len() {
+                    let (ta, tb) = (task_of(a, chosen[a]), task_of(b, chosen[b]));
+                    if ta == tb {
+                        continue;
+                    }
+                    let (Some(na), Some(nb)) = (option_at(a, tb), option_at(b, ta)) else {
+                        continue;
+                    };
+                    let (oa, ob) = (chosen[a], chosen[b]);
+                    chosen[a] = na;
+                    chosen[b] = nb;
+                    let score = self.objective(node, class, set, per_call, chosen);
+                    if score > best + 1e-9 {
+                        best = score;
+                        improved = true;
+                    } else {
+                        chosen[a] = oa;
+                        chosen[b] = ob;
+                    }
+                }
+            }
+            if !improved {
+                break;
+            }
+        }
     }
 
     /// Makes a provisional call final: learns from it, and hands its decision out.
@@ -745,9 +897,30 @@ impl Model {
             }
             options.push((i, score, pid, ptype, d));
         }
+        // The order in which the node answers its callers, learned where the structure alone
+        // decides: of several waiting tasks only one has all its calls answered. That one
+        // being the longest waiting, time after time, says the node serves in order.
+        let complete: SmallVec<[usize; 8]> = options
+            .iter()
+            .enumerate()
+            .filter(|(_, o)| node.tasks[o.0].outstanding.is_empty())
+            .map(|(k, _)| k)
+            .collect();
+        if options.len() >= 2 && complete.len() == 1 {
+            let e = self.reply_order.entry(s.src).or_insert((0.0, 0.0));
+            e.0 += 1.0;
+            if complete[0] == 0 {
+                e.1 += 1.0;
+            }
+            if e.0 > 2.0 * f64::from(self.config.memory) {
+                e.0 /= 2.0;
+                e.1 /= 2.0;
+            }
+        }
+        let rho = self.reply_rho(s.src);
         let n = options.len();
         for (k, o) in options.iter_mut().enumerate() {
-            o.1 += order_log_prior(config.rho, k, n);
+            o.1 += order_log_prior(rho, k, n);
         }
         let mut decision = Decision::default();
         decision
@@ -768,7 +941,9 @@ impl Model {
             self.nodes.insert(s.src, node);
             return;
         };
-        self.score += decision.options[b].1;
+        let m = marginal(&decision);
+        self.score += m;
+        *self.class_scores.entry(class).or_default() += m;
         // Learn from every option by its posterior (soft expectation-maximisation).
         let max = decision.options[b].1;
         let total: f64 = decision.options.iter().map(|o| (o.1 - max).exp()).sum();
@@ -862,6 +1037,27 @@ impl Model {
     pub fn open_tasks(&self) -> usize {
         self.nodes.values().map(|n| n.tasks.len()).sum()
     }
+}
+
+/// The log-likelihood of a departure's delay summed over its options (not only the one
+/// taken): what a model of the data is judged by. The score of the option taken alone
+/// rewards a model for making its choices look certain (a strong order prior) whether or
+/// not they are right.
+fn marginal(d: &Decision) -> f64 {
+    let max = d
+        .options
+        .iter()
+        .map(|o| o.1)
+        .fold(f64::NEG_INFINITY, f64::max);
+    if !max.is_finite() {
+        return max;
+    }
+    max + d
+        .options
+        .iter()
+        .map(|o| (o.1 - max).exp())
+        .sum::<f64>()
+        .ln()
 }
 
 /// Puts call `id` of `class`, sent at `at`, into the task at index `ti` with parent `pid`.
