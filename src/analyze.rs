@@ -391,8 +391,8 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
             warmup_ns,
             ..LinkConfig::default()
         },
-        tasks: match args.linker {
-            LinkerArg::Tasks => Some(TasksConfig {
+        tasks: match (args.linker, traces_only && boot.named_traces) {
+            (LinkerArg::Tasks, _) | (LinkerArg::Auto, true) => Some(TasksConfig {
                 model: causeway_operators::tasks::model::ModelConfig {
                     max_delay_ns: args.max_delay.as_nanos() as u64,
                     ..Default::default()
@@ -406,7 +406,7 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
                     .collect(),
                 ..TasksConfig::default()
             }),
-            _ => None,
+            (LinkerArg::Wap5, _) | (LinkerArg::Auto, false) => None,
         },
         paths: PathsConfig {
             max_delay_ns: args.max_delay.as_nanos() as u64,

@@ -73,6 +73,9 @@ pub struct Bootstrap {
     /// two sides of a message to pair, so nothing waits out the reconciliation window or the
     /// message gap.
     pub message_traces_only: bool,
+    /// Whether the message traces read name their nodes (no `ip:port` endpoint among their
+    /// hosts): connections then say nothing of which reply answers which request.
+    pub named_traces: bool,
     /// How each input (by position) is read if it is a message trace.
     pub trace_orders: Vec<TraceOrder>,
 }
@@ -248,12 +251,21 @@ pub fn bootstrap(
             None => format!("{}: not sampled; clock taken as the reference's", origin.name),
         });
     }
+    let hosts = evidence.hosts();
+    let named_traces = !hosts.is_empty()
+        && (0..hosts.len() as u32).all(|i| {
+            matches!(
+                hosts.key(i),
+                Some(causeway_sources::clocks::HostKey::Name(_))
+            )
+        });
     Ok(Bootstrap {
         alignment,
         homes,
         notes,
         reference,
         message_traces_only,
+        named_traces,
         trace_orders,
     })
 }

@@ -316,7 +316,9 @@ pub enum DelayEstimateArg {
 /// Which linker finds each message's cause.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
 pub enum LinkerArg {
-    /// `wap5` for now: `tasks` is measured against it before it becomes the default.
+    /// `tasks` for message traces that name their nodes (no ports: nothing pairs a reply
+    /// with its request but timing and structure), `wap5` where endpoints give connections
+    /// (captures, socket-call logs, `ip:port` traces), on which it is measured more accurate.
     #[default]
     Auto,
     /// By the requests each node serves: a request opens a task at its receiver, a reply
