@@ -398,7 +398,13 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
                     ..Default::default()
                 },
                 lateness_ns: messages_late_ns,
-                warmup_ns,
+                // The task linker learns from its first 20,000 messages, waiting for them
+                // up to two minutes of event time (a quiet trace reaches them late).
+                warmup_ns: if warmup_ns > 0 {
+                    warmup_ns.max(120_000_000_000)
+                } else {
+                    0
+                },
                 rhos: args
                     .order_prior
                     .iter()

@@ -203,6 +203,101 @@ pub fn delay(from: Time, to: Time) -> i64 {
     (i128::from(to) - i128::from(from)).clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
 }
 
+/// Size classes: 0 for an unknown size, else one per power of two.
+pub const SIZE_BINS: usize = 40;
+
+/// The size class of a message of `bytes`.
+pub fn size_bin(bytes: Option<u64>) -> u8 {
+    match bytes {
+        None | Some(0) => 0,
+        Some(b) => (1 + (63 - b.leading_zeros()) as usize).min(SIZE_BINS - 1) as u8,
+    }
+}
+
+/// Learned sizes: how much likelier an arrival of its size is to be the cause of a departure
+/// of a class than arrivals of its type in general. Two requests a node receives from one
+/// caller at once (a call for a query and one for a rank) are one type; their sizes tell
+/// which causes which call. Learned like [`Delays`], from the decisions by their posteriors,
+/// against every arrival of the type.
+#[derive(Clone, Debug, Default)]
+pub struct Sizes {
+    /// (arrival type, departure class) -> parents counted per size class.
+    parents: FastMap<(u64, u64), (f32, [f32; SIZE_BINS])>,
+    /// Arrival type -> arrivals counted per size class.
+    arrivals: FastMap<u64, (f32, [f32; SIZE_BINS])>,
+    /// Counts remembered per histogram (halved past twice this).
+    pub memory: f32,
+}
+
+/// Parents of a class counted before its sizes are weighed at all.
+const SIZE_EVIDENCE: f32 = 20.0;
+/// What an unseen size class counts.
+const SIZE_PRIOR: f32 = 0.5;
+
+impl Sizes {
+    /// Empty, remembering about `memory` counts per histogram.
+    pub fn new(memory: f32) -> Self {
+        Sizes {
+            memory,
+            ..Sizes::default()
+        }
+    }
+
+    fn count(h: &mut (f32, [f32; SIZE_BINS]), bin: u8, w: f32, memory: f32) {
+        h.0 += w;
+        h.1[bin as usize] += w;
+        if h.0 > 2.0 * memory.max(1.0) {
+            h.0 /= 2.0;
+            h.1.iter_mut().for_each(|c| *c /= 2.0);
+        }
+    }
+
+    /// Counts an arrival of `ptype` in size class `bin` (0: unknown, not counted).
+    pub fn arrival(&mut self, ptype: u64, bin: u8) {
+        if bin == 0 {
+            return;
+        }
+        let h = self
+            .arrivals
+            .entry(ptype)
+            .or_insert((0.0, [0.0; SIZE_BINS]));
+        Self::count(h, bin, 1.0, self.memory);
+    }
+
+    /// Counts, as likely as `w`, an arrival of `ptype` in size class `bin` causing a
+    /// departure of `class`.
+    pub fn parent(&mut self, ptype: u64, class: u64, bin: u8, w: f32) {
+        if bin == 0 {
+            return;
+        }
+        let h = self
+            .parents
+            .entry((ptype, class))
+            .or_insert((0.0, [0.0; SIZE_BINS]));
+        Self::count(h, bin, w, self.memory);
+    }
+
+    /// The log of how much likelier an arrival of `ptype` in size class `bin` is among the
+    /// parents of `class` than among arrivals of its type; 0 while too little is known.
+    pub fn log_ratio(&self, ptype: u64, class: u64, bin: u8) -> f64 {
+        if bin == 0 {
+            return 0.0;
+        }
+        let (Some(p), Some(a)) = (self.parents.get(&(ptype, class)), self.arrivals.get(&ptype))
+        else {
+            return 0.0;
+        };
+        if p.0 < SIZE_EVIDENCE {
+            return 0.0;
+        }
+        let b = bin as usize;
+        let bins = SIZE_BINS as f32;
+        let in_parents = (p.1[b] + SIZE_PRIOR) / (p.0 + SIZE_PRIOR * bins);
+        let in_all = (a.1[b] + SIZE_PRIOR) / (a.0 + SIZE_PRIOR * bins);
+        f64::from(in_parents / in_all).ln()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -252,6 +347,27 @@ mod tests {
             }
         }
         assert!(order_log_prior(0.2, 0, 3) > order_log_prior(0.2, 1, 3));
+    }
+
+    #[test]
+    fn a_size_the_parents_of_a_class_have_reads_likelier_than_others_of_the_type() {
+        let mut s = Sizes::new(1000.0);
+        for i in 0..200 {
+            let big = size_bin(Some(300 + i));
+            let small = size_bin(Some(100 + i % 20));
+            s.arrival(1, big);
+            s.arrival(1, small);
+            s.parent(1, 10, big, 1.0);
+            s.parent(1, 11, small, 1.0);
+        }
+        let (big, small) = (size_bin(Some(350)), size_bin(Some(110)));
+        assert!(s.log_ratio(1, 10, big) > 0.5);
+        assert!(s.log_ratio(1, 10, small) < -2.0);
+        assert!(s.log_ratio(1, 11, small) > 0.5);
+        assert_eq!(s.log_ratio(1, 10, 0), 0.0);
+        assert_eq!(size_bin(None), 0);
+        assert_eq!(size_bin(Some(1)), 1);
+        assert_eq!(size_bin(Some(1024)), 11);
     }
 
     #[test]

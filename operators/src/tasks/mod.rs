@@ -19,8 +19,10 @@
 //!   (`call`/`request` asks, `return`/`response` answers, `message` is one-way); else the
 //!   ports (a message to a fixed port asks, [`Ports`]); else, for names, which of two nodes
 //!   spoke to the other first. Nothing is keyed to a generator's preset.
-//! - **Warm start**: the input is held until the frontier has passed the first `warmup_ns`
-//!   of event time, or `warmup_max` messages are held. The warm-up is then linked three
+//! - **Warm start**: the input is held until the first `warmup_max` messages by event time
+//!   are in (the frontier, less the lateness, is past them), or the frontier has passed the
+//!   first `warmup_ns` of event time; which messages it learns from depends on event time
+//!   alone, not on how the input was batched. The warm-up is then linked three
 //!   times for each order prior in [`TasksConfig::rhos`] (expectation-maximisation: each pass
 //!   decides by what the one before learned), the prior under which the warm-up is likeliest
 //!   is kept, and everything held is linked with what it learned, which then goes on
@@ -67,9 +69,10 @@ pub struct TasksConfig {
     pub rhos: Vec<f64>,
     /// How late a message may come after the frontier passed its event time.
     pub lateness_ns: Time,
-    /// Event time held for the warm-up (0: none; the order prior is then `rhos[0]`).
+    /// The longest stretch of event time the warm-up may wait for its messages (0: no
+    /// warm-up; the order prior is then `rhos[0]`).
     pub warmup_ns: Time,
-    /// Most messages held for the warm-up.
+    /// Messages the warm-up learns from: the first this many by event time.
     pub warmup_max: usize,
 }
 
@@ -80,7 +83,7 @@ impl Default for TasksConfig {
             rhos: vec![1.0, 0.5, 0.2],
             lateness_ns: 1_000_000_000,
             warmup_ns: 0,
-            warmup_max: 50_000,
+            warmup_max: 20_000,
         }
     }
 }
@@ -171,6 +174,12 @@ fn connection(m: &Message, src: u64, dst: u64) -> Option<u64> {
     }
 }
 
+/// Where a message goes among those of the same event time: its data row (a message
+/// trace's order), else its id; doubled, so that its two events fit side by side.
+fn order_key(m: &Message, id: u64) -> u64 {
+    m.row.unwrap_or(id >> 2) << 1
+}
+
 /// A message as the linker holds it until its departure is taken in.
 struct Held {
     message: Box<Message>,
@@ -190,8 +199,10 @@ struct Events {
 }
 
 impl Events {
-    /// Queues both events of a message taken in as the `seq`-th.
-    fn push(&mut self, held: Box<Held>, seq: u64) {
+    /// Queues both events of a message: at equal times, by the input's order (the data row),
+    /// a message's departure before its arrival.
+    fn push(&mut self, held: Box<Held>) {
+        let seq = order_key(&held.message, held.seen.id);
         let m = &held.message;
         let depart = m
             .send_corrected_ns
@@ -199,8 +210,8 @@ impl Events {
             .unwrap_or(m.event_ns);
         let arrive = m.recv_corrected_ns.unwrap_or(depart).max(depart);
         let seen = held.seen;
-        self.queue.push(arrive, seq * 2 + 1, Event::Arrive(seen));
-        self.queue.push(depart, seq * 2, Event::Depart(held));
+        self.queue.push(arrive, seq | 1, Event::Arrive(seen));
+        self.queue.push(depart, seq, Event::Depart(held));
     }
 }
 
@@ -210,7 +221,6 @@ struct Linker {
     model: Model,
     events: Events,
     roles: Roles,
-    seq: u64,
     /// Departures taken in whose decision is not final yet, by id: (time, message).
     pending: FastMap<u64, (Time, Box<Held>)>,
     /// The times of `pending`, for the output's capability.
@@ -229,7 +239,6 @@ impl Linker {
             model: Model::new(model_config),
             roles: Roles::new(config.model.task_timeout_ns),
             events: Events::default(),
-            seq: 0,
             pending: FastMap::default(),
             pending_times: BTreeSet::new(),
             finals: Vec::new(),
@@ -251,6 +260,7 @@ impl Linker {
             send_local: m.send_ns,
             recv_local: m.recv_ns,
             conn: connection(&m, src, dst),
+            bytes: m.bytes,
         };
         let held = Box::new(Held { message: m, seen });
         match self.warm.as_mut() {
@@ -259,10 +269,7 @@ impl Linker {
                 self.warm_start = Some(self.warm_start.map_or(t, |s| s.min(t)));
                 w.push(held);
             }
-            None => {
-                self.seq += 1;
-                self.events.push(held, self.seq);
-            }
+            None => self.events.push(held),
         }
     }
 
@@ -270,23 +277,37 @@ impl Linker {
     /// learned evidence, and queues everything held.
     fn end_warmup(&mut self, now: Option<Time>) {
         let Some(w) = self.warm.as_ref() else { return };
-        let over = match (now, self.warm_start) {
-            (None, _) => true,
-            (Some(n), Some(s)) => {
-                n >= s
-                    .saturating_add(self.config.warmup_ns)
-                    .saturating_add(self.config.lateness_ns)
+        // Which messages the warm-up learns from depends on event time only: the first
+        // `warmup_max` by event time, once every message before them is in (the frontier,
+        // less the lateness, is past them), or those of its first `warmup_ns`.
+        let complete = now.map(|n| n.saturating_sub(self.config.lateness_ns));
+        let start = self.warm_start;
+        let max = self.config.warmup_max;
+        let in_before = |t: Time| w.iter().filter(|h| h.message.event_ns < t).count();
+        // The messages learned from are those before `cut` (all of them once the input
+        // has ended), at most `max`.
+        let cut = match (complete, start) {
+            (None, _) => None,
+            (Some(c), Some(_)) if in_before(c) >= max => Some(c),
+            (Some(c), Some(s)) if c >= s.saturating_add(self.config.warmup_ns) => {
+                Some(s.saturating_add(self.config.warmup_ns))
             }
-            (Some(_), None) => false,
+            // Far more held than learned from: the source reads far ahead of the frontier.
+            (Some(c), Some(_)) if w.len() >= 4 * max => Some(c),
+            _ => return,
         };
-        if !over && w.len() < self.config.warmup_max {
+        let Some(mut held) = self.warm.take() else {
             return;
-        }
-        let Some(held) = self.warm.take() else { return };
-        self.model = warm_up(&self.config, &held);
+        };
+        held.sort_by_key(|h| (h.message.event_ns, order_key(&h.message, h.seen.id)));
+        let n = held
+            .iter()
+            .take(max)
+            .take_while(|h| cut.is_none_or(|t| h.message.event_ns < t))
+            .count();
+        self.model = warm_up(&self.config, &held[..n]);
         for h in held {
-            self.seq += 1;
-            self.events.push(h, self.seq);
+            self.events.push(h);
         }
     }
 
@@ -388,14 +409,11 @@ fn warm_up(config: &TasksConfig, held: &[Box<Held>]) -> Model {
 /// Links `held` once with `model`, dropping the output.
 fn replay(model: &mut Model, held: &[Box<Held>]) {
     let mut events = Events::default();
-    for (i, h) in held.iter().enumerate() {
-        events.push(
-            Box::new(Held {
-                message: h.message.clone(),
-                seen: h.seen,
-            }),
-            i as u64 + 1,
-        );
+    for h in held {
+        events.push(Box::new(Held {
+            message: h.message.clone(),
+            seen: h.seen,
+        }));
     }
     let mut finals = Vec::new();
     while let Some((_, _, e)) = events.queue.pop_before(None) {

@@ -37,7 +37,7 @@ use smallvec::SmallVec;
 
 use causeway_sources::Time;
 
-use super::evidence::{Composition, Delays, delay, order_log_prior};
+use super::evidence::{Composition, Delays, Sizes, delay, order_log_prior, size_bin};
 use crate::FastMap;
 use crate::assign::{Assign, NONE};
 
@@ -67,6 +67,8 @@ pub struct Seen {
     pub recv_local: Option<Time>,
     /// The connection (or call) it travelled on, where the input names one.
     pub conn: Option<u64>,
+    /// Its size in bytes, when known.
+    pub bytes: Option<u64>,
 }
 
 /// What the model decided for a departure.
@@ -143,8 +145,9 @@ struct Task {
     /// The request's receive time (the node's clock).
     opened: Time,
     conn: Option<u64>,
-    /// (receive time, id, arrival type): the request and the answers to its calls.
-    arrivals: SmallVec<[(Time, u64, u64); 4]>,
+    /// (receive time, id, arrival type, size class): the request and the answers to its
+    /// calls.
+    arrivals: SmallVec<[(Time, u64, u64, u8); 4]>,
     /// Calls awaiting their answers.
     outstanding: SmallVec<[u64; 2]>,
     /// (parent id, class) of every call so far.
@@ -155,7 +158,7 @@ struct Task {
 
 impl Task {
     /// The latest arrival at or before `t`.
-    fn latest(&self, t: Time) -> Option<(Time, u64, u64)> {
+    fn latest(&self, t: Time) -> Option<(Time, u64, u64, u8)> {
         self.arrivals
             .iter()
             .filter(|a| a.0 <= t)
@@ -182,8 +185,9 @@ struct Provisional {
     /// The task it is in, and its parent there (`None`: spontaneous).
     task: Option<(u64, u64)>,
     decision: Decision,
-    /// For learning once final: (parent type, delay, posterior) of each option.
-    learn: SmallVec<[(u64, i64, f64); 4]>,
+    /// For learning once final: (parent type, delay, posterior, size class) of each
+    /// option.
+    learn: SmallVec<[(u64, i64, f64, u8); 4]>,
 }
 
 /// One node's state.
@@ -198,8 +202,9 @@ struct Node {
     calls: FastMap<u64, (u64, Time)>,
     /// Answers paired by their callee -> (the call they answer, when told), not yet arrived.
     paired: FastMap<u64, (u64, Time)>,
-    /// Answers that arrived before their callee paired them -> (receive time, type).
-    unpaired: FastMap<u64, (Time, u64)>,
+    /// Answers that arrived before their callee paired them -> (receive time, type, size
+    /// class).
+    unpaired: FastMap<u64, (Time, u64, u8)>,
     /// Provisional calls, by class, oldest first.
     provisional: FastMap<u64, Vec<Provisional>>,
     /// The newest local time seen at the node.
@@ -212,7 +217,7 @@ enum Learning {
     /// Into the densities it decides by, as it goes (a streaming run).
     Online,
     /// Into a fresh set, while deciding by fixed ones (a pass of expectation-maximisation).
-    Batch(Box<(Delays, Composition)>),
+    Batch(Box<(Delays, Composition, Sizes)>),
 }
 
 /// The nodes' tasks and what was learned; see the module documentation.
@@ -222,6 +227,7 @@ pub struct Model {
     nodes: FastMap<u64, Node>,
     delays: Delays,
     composition: Composition,
+    sizes: Sizes,
     learning: Learning,
     /// Decisions final and not yet taken: (departure id, decision).
     finals: Vec<(u64, Decision)>,
@@ -275,8 +281,9 @@ fn signature_of(class: u64) -> u64 {
     mix(class, 0x7369_676e)
 }
 
-/// A call's option: its task's index, score, parent id, parent type and delay.
-type CallOption = (usize, f64, u64, u64, i64);
+/// A call's option: its task's index, score, parent id, parent type, delay and parent's
+/// size class.
+type CallOption = (usize, f64, u64, u64, i64, u8);
 
 impl Model {
     /// A model with nothing learned.
@@ -286,6 +293,7 @@ impl Model {
             nodes: FastMap::default(),
             delays: Delays::new(config.memory),
             composition: Composition::new(config.memory),
+            sizes: Sizes::new(config.memory),
             learning: Learning::Online,
             finals: Vec::new(),
             score: 0.0,
@@ -303,19 +311,25 @@ impl Model {
     /// pass, if it learns in batch), and learns into a fresh set (`batch`: a pass of
     /// expectation-maximisation) or into the same one.
     pub fn relearned(&self, config: ModelConfig, batch: bool) -> Self {
-        let (delays, composition) = match &self.learning {
-            Learning::Batch(next) => (next.0.clone(), next.1.clone()),
-            Learning::Online => (self.delays.clone(), self.composition.clone()),
+        let (delays, composition, sizes) = match &self.learning {
+            Learning::Batch(next) => (next.0.clone(), next.1.clone(), next.2.clone()),
+            Learning::Online => (
+                self.delays.clone(),
+                self.composition.clone(),
+                self.sizes.clone(),
+            ),
         };
         let mut m = Model::new(config);
         m.delays = delays;
         m.composition = composition;
+        m.sizes = sizes;
         m.rhos = self.rhos.clone();
         m.reply_order = self.reply_order.clone();
         if batch {
             m.learning = Learning::Batch(Box::new((
                 Delays::new(config.memory),
                 Composition::new(config.memory),
+                Sizes::new(config.memory),
             )));
         }
         m
@@ -396,6 +410,11 @@ impl Model {
             return;
         };
         let atype = arrival_type(self.kind_of(s.src), s.role);
+        let bin = size_bin(s.bytes);
+        match &mut self.learning {
+            Learning::Online => self.sizes.arrival(atype, bin),
+            Learning::Batch(next) => next.2.arrival(atype, bin),
+        }
         let node = self.nodes.entry(s.dst).or_default();
         node.newest = node.newest.max(at);
         match s.role {
@@ -406,7 +425,7 @@ impl Model {
                     caller: s.src,
                     opened: at,
                     conn: s.conn,
-                    arrivals: smallvec::smallvec![(at, s.id, atype)],
+                    arrivals: smallvec::smallvec![(at, s.id, atype, bin)],
                     outstanding: SmallVec::new(),
                     kids: SmallVec::new(),
                     signature: 0,
@@ -422,9 +441,9 @@ impl Model {
             Role::Response => {
                 let paired = node.paired.remove(&s.id);
                 match paired {
-                    Some((call, _)) => self.join(s.dst, call, at, s.id, atype),
+                    Some((call, _)) => self.join(s.dst, call, at, s.id, atype, bin),
                     None => {
-                        node.unpaired.insert(s.id, (at, atype));
+                        node.unpaired.insert(s.id, (at, atype, bin));
                         self.lost[2] += 1;
                     }
                 }
@@ -434,7 +453,7 @@ impl Model {
 
     /// An answer (`id`, type `atype`, received at `at`) to `call` joins the call's task at
     /// `node`; the call is final from now on.
-    fn join(&mut self, node: u64, call: u64, at: Time, id: u64, atype: u64) {
+    fn join(&mut self, node: u64, call: u64, at: Time, id: u64, atype: u64, bin: u8) {
         self.finalize_call(node, call);
         let Some(n) = self.nodes.get_mut(&node) else {
             return;
@@ -444,7 +463,7 @@ impl Model {
             return;
         };
         if let Some(t) = n.tasks.iter_mut().find(|t| t.id == task) {
-            t.arrivals.push((at, id, atype));
+            t.arrivals.push((at, id, atype, bin));
             t.outstanding.retain(|c| *c != call);
         } else {
             self.lost[1] += 1;
@@ -491,14 +510,16 @@ impl Model {
             if t.opened < oldest {
                 continue;
             }
-            let Some((pt, pid, ptype)) = t.latest(at) else {
+            let Some((pt, pid, ptype, bin)) = t.latest(at) else {
                 continue;
             };
             if at.saturating_sub(pt) > config.max_delay_ns {
                 continue;
             }
             let d = delay(pt, at);
-            options.push((i, self.delays.log_p(ptype, class, d), pid, ptype, d));
+            let score =
+                self.delays.log_p(ptype, class, d) + self.sizes.log_ratio(ptype, class, bin);
+            options.push((i, score, pid, ptype, d, bin));
         }
         options
     }
@@ -637,7 +658,7 @@ impl Model {
             p.learn = options
                 .iter()
                 .zip(scores)
-                .map(|(o, s)| (o.3, o.4, (s - max).exp() / total))
+                .map(|(o, s)| (o.3, o.4, (s - max).exp() / total, o.5))
                 .collect();
             p.decision = decision;
             p.task = choice.map(|k| {
@@ -787,13 +808,14 @@ impl Model {
         if chosen.is_finite() {
             self.score += chosen;
         }
-        let delays = match &mut self.learning {
-            Learning::Online => &mut self.delays,
-            Learning::Batch(next) => &mut next.0,
+        let (delays, sizes) = match &mut self.learning {
+            Learning::Online => (&mut self.delays, &mut self.sizes),
+            Learning::Batch(next) => (&mut next.0, &mut next.2),
         };
-        for (i, &(ptype, d, w)) in p.learn.iter().enumerate() {
+        for (i, &(ptype, d, w, bin)) in p.learn.iter().enumerate() {
             if w >= 1e-3 || p.decision.chosen == Some(i) {
                 delays.add(ptype, p.class, d, w as f32);
+                sizes.parent(ptype, p.class, bin, w as f32);
             }
         }
         let _ = node;
@@ -871,7 +893,7 @@ impl Model {
             if t.opened < oldest || t.caller != s.dst {
                 continue;
             }
-            let Some((pt, pid, ptype)) = t.latest(at) else {
+            let Some((pt, pid, ptype, bin)) = t.latest(at) else {
                 continue;
             };
             let d = delay(pt, at);
@@ -895,7 +917,7 @@ impl Model {
             {
                 score += OTHER_CONNECTION;
             }
-            options.push((i, score, pid, ptype, d));
+            options.push((i, score, pid, ptype, d, bin));
         }
         // The order in which the node answers its callers, learned where the structure alone
         // decides: of several waiting tasks only one has all its calls answered. That one
@@ -950,11 +972,11 @@ impl Model {
         let (delays, composition) = match &mut self.learning {
             Learning::Online => (&mut self.delays, &mut self.composition),
             Learning::Batch(next) => {
-                let (d, c) = &mut **next;
+                let (d, c, _) = &mut **next;
                 (d, c)
             }
         };
-        for (k, &(ti, score, _, ptype, d)) in options.iter().enumerate() {
+        for (k, &(ti, score, _, ptype, d, _)) in options.iter().enumerate() {
             let w = ((score - max).exp() / total) as f32;
             if w < 1e-3 && k != b {
                 continue;
@@ -986,7 +1008,7 @@ impl Model {
         // The caller learns which of its calls this answers.
         let caller = self.nodes.entry(s.dst).or_default();
         match caller.unpaired.remove(&s.id) {
-            Some((rt, rtype)) => self.join(s.dst, task.id, rt, s.id, rtype),
+            Some((rt, rtype, rbin)) => self.join(s.dst, task.id, rt, s.id, rtype, rbin),
             None => {
                 caller.paired.insert(s.id, (task.id, at));
             }
@@ -1022,7 +1044,7 @@ impl Model {
             let n = node.paired.len();
             node.paired.retain(|_, (_, t)| *t >= before);
             expired += (n - node.paired.len()) as u64;
-            node.unpaired.retain(|_, (t, _)| *t >= before);
+            node.unpaired.retain(|_, (t, _, _)| *t >= before);
             node.served
                 || !node.tasks.is_empty()
                 || !node.calls.is_empty()
@@ -1095,6 +1117,7 @@ mod tests {
             send_local: Some(send),
             recv_local: Some(recv),
             conn: None,
+            bytes: None,
         }
     }
 
