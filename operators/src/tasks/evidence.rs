@@ -298,6 +298,103 @@ impl Sizes {
     }
 }
 
+/// Coincidences: how much more often an arrival of a type lies a given delay before a
+/// departure of a class than before a time where none is (the departure's time shifted into
+/// the past: Project 5's scoreboard against a null). A queue's reply to a waiting pop comes
+/// right after a push arrives, far more often than chance puts a push there; a server's reply
+/// follows other tasks' arrivals only by chance. The excess over chance, as a share of the
+/// arrivals at that delay, is the probability that such an arrival caused the departure.
+/// Counted at every departure of the class, whatever was decided: nothing learned feeds back.
+#[derive(Clone, Debug, Default)]
+pub struct Coincidence {
+    /// (arrival type, departure class) -> (arrivals at the departures, at the shifted times)
+    /// per delay bin, and how many departures were scanned.
+    counts: FastMap<(u64, u64), ([f32; BINS], [f32; BINS])>,
+    scanned: FastMap<u64, f32>,
+    /// Departures a class remembers (halved past twice this).
+    pub memory: f32,
+}
+
+/// Departures of a class scanned before its coincidences are believed.
+const COINCIDENCE_EVIDENCE: f32 = 50.0;
+/// Of the arrivals at a delay, at most this share are believed causes: a cause whose own
+/// delay fits its kind better than that keeps it.
+const MAX_COINCIDENCE: f64 = 0.8;
+
+impl Coincidence {
+    /// Empty, remembering about `memory` departures per class.
+    pub fn new(memory: f32) -> Self {
+        Coincidence {
+            memory,
+            ..Coincidence::default()
+        }
+    }
+
+    /// Counts one departure of `class` scanned: `real` are the (arrival type, delay) of the
+    /// arrivals before it, `null` those before its shifted time.
+    pub fn observe(&mut self, class: u64, real: &[(u64, i64)], null: &[(u64, i64)]) {
+        let n = self.scanned.entry(class).or_insert(0.0);
+        *n += 1.0;
+        let halve = *n > 2.0 * self.memory.max(1.0);
+        if halve {
+            *n /= 2.0;
+            for ((_, c), (r, z)) in self.counts.iter_mut() {
+                if *c == class {
+                    r.iter_mut().for_each(|x| *x /= 2.0);
+                    z.iter_mut().for_each(|x| *x /= 2.0);
+                }
+            }
+        }
+        for &(t, d) in real {
+            self.counts
+                .entry((t, class))
+                .or_insert(([0.0; BINS], [0.0; BINS]))
+                .0[bin(d)] += 1.0;
+        }
+        for &(t, d) in null {
+            self.counts
+                .entry((t, class))
+                .or_insert(([0.0; BINS], [0.0; BINS]))
+                .1[bin(d)] += 1.0;
+        }
+    }
+
+    /// The probability that an arrival of `atype` `delay_ns` before a departure of `class`
+    /// caused it: the excess of such arrivals over chance, as a share of them.
+    pub fn probability(&self, atype: u64, class: u64, delay_ns: i64) -> f64 {
+        if self
+            .scanned
+            .get(&class)
+            .is_none_or(|n| *n < COINCIDENCE_EVIDENCE)
+        {
+            return 0.0;
+        }
+        let Some((r, z)) = self.counts.get(&(atype, class)) else {
+            return 0.0;
+        };
+        let b = bin(delay_ns) as isize;
+        let read = |h: &[f32; BINS]| -> f64 {
+            KERNEL
+                .iter()
+                .enumerate()
+                .map(|(i, k)| {
+                    let j = b + i as isize - 2;
+                    if (0..BINS as isize).contains(&j) {
+                        f64::from(k * h[j as usize])
+                    } else {
+                        0.0
+                    }
+                })
+                .sum()
+        };
+        let (real, null) = (read(r), read(z));
+        if real <= 0.0 {
+            return 0.0;
+        }
+        ((real - null) / (real + 1.0)).clamp(0.0, MAX_COINCIDENCE)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -368,6 +465,24 @@ mod tests {
         assert_eq!(size_bin(None), 0);
         assert_eq!(size_bin(Some(1)), 1);
         assert_eq!(size_bin(Some(1024)), 11);
+    }
+
+    #[test]
+    fn an_arrival_type_that_precedes_a_class_beyond_chance_is_its_likely_cause() {
+        let mut c = Coincidence::new(1000.0);
+        for i in 0..200i64 {
+            // Type 1 always 50 µs before the departure, at random before the null; type 2
+            // at random before both.
+            let r = (i * 7919) % 20_000_000;
+            c.observe(
+                10,
+                &[(1, 50_000), (2, 1_000_000 + r)],
+                &[(1, 1_000_000 + r), (2, 1_000_000 + (r * 3) % 20_000_000)],
+            );
+        }
+        assert!(c.probability(1, 10, 50_000) > 0.7);
+        assert!(c.probability(2, 10, 5_000_000) < 0.3);
+        assert_eq!(c.probability(1, 11, 50_000), 0.0);
     }
 
     #[test]

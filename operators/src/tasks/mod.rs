@@ -336,7 +336,7 @@ impl Linker {
         if now.is_none() {
             self.model.finalize_all();
             self.emit(out);
-            tracing::debug!(lost = ?self.model.lost, decided = self.model.decided(), "link.tasks: end");
+            tracing::debug!(tally = ?self.model.tally, decided = self.model.decided(), "link.tasks: end");
         }
         let queued = self.events.queue.first().map(|(t, _)| t);
         let pending = self.pending_times.first().map(|(t, _)| *t);
@@ -557,7 +557,8 @@ mod tests {
 
     /// Two requests of a client interleave at a web server that calls a database for each
     /// (3 ms after each request, each answered 3 ms after it arrives, replied to 2 ms after
-    /// that); names only, with kinds: every message gets the parent its task gives it.
+    /// that), at irregular times; names only, with kinds: every message gets the parent its
+    /// task gives it.
     #[test]
     fn interleaved_requests_link_by_their_tasks() {
         use MessageKind::{Request as Q, Response as R};
@@ -568,16 +569,22 @@ mod tests {
             messages.push(named(s, d, send, recv, k, row));
             row += 1;
         };
-        for i in 0..50u64 {
-            let t = i * 100 * ms;
+        // Pairs of requests at irregular times (a fixed pseudo-random sequence).
+        let mut t = 0;
+        let mut x: u64 = 99;
+        for _ in 0..50u64 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            t += (40 + (x >> 33) % 120) * ms;
             push("client", "web", t, t + ms, Q); // 0
-            push("client", "web", t + 2 * ms, t + 3 * ms, Q); // 1
+            push("client", "web", t + 4 * ms, t + 5 * ms, Q); // 1
             push("web", "db", t + 4 * ms, t + 5 * ms, Q); // 2: for request 0
-            push("web", "db", t + 6 * ms, t + 7 * ms, Q); // 3: for request 1
+            push("web", "db", t + 8 * ms, t + 9 * ms, Q); // 3: for request 1
             push("db", "web", t + 8 * ms, t + 9 * ms, R); // 4: answers 2
-            push("web", "client", t + 10 * ms, t + 11 * ms, R); // 5: replies to 0
-            push("db", "web", t + 10 * ms, t + 11 * ms, R); // 6: answers 3
-            push("web", "client", t + 13 * ms, t + 14 * ms, R); // 7: replies to 1
+            push("web", "client", t + 11 * ms, t + 12 * ms, R); // 5: replies to 0
+            push("db", "web", t + 12 * ms, t + 13 * ms, R); // 6: answers 3
+            push("web", "client", t + 15 * ms, t + 16 * ms, R); // 7: replies to 1
         }
         let config = TasksConfig {
             warmup_ns: 10_000_000_000,
@@ -603,5 +610,66 @@ mod tests {
         }
         assert!(right >= 8 * 50 * 95 / 100, "{right} of 400 right");
         assert!(out[0].from_client);
+    }
+
+    /// A job queue: a producer pushes jobs to a queue server, whose reply to a worker's
+    /// long-waiting pop follows the push by 50 µs; the worker then calls a service. The
+    /// pop's reply is caused by the push, another connection's message, and the worker's call
+    /// by that reply.
+    #[test]
+    fn a_queue_reply_is_caused_by_the_push_that_fed_it() {
+        use MessageKind::{Request as Q, Response as R};
+        let us = 1_000;
+        let mut messages = Vec::new();
+        let mut row = 0;
+        let mut push = |s: &str, d: &str, send: Time, recv: Time, k: MessageKind| {
+            messages.push(named(s, d, send, recv, k, row));
+            row += 1;
+            (row - 1) as usize
+        };
+        let mut truth = Vec::new();
+        let workers = ["w1", "w2"];
+        // Each worker's first pop, long before any job.
+        let mut pop: Vec<usize> = workers
+            .iter()
+            .map(|w| push(w, "queue", 0, 10 * us, Q))
+            .collect();
+        // Jobs come at irregular times (a fixed pseudo-random sequence): a pop waits as
+        // long as the next job takes to come.
+        let mut t = 1_000_000;
+        let mut x: u64 = 12345;
+        for j in 0..300u64 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            t += (3_000 + (x >> 33) % 20_000) * us;
+            let w = (j % 2) as usize;
+            let lpush = push("producer", "queue", t, t + 20 * us, Q);
+            push("queue", "producer", t + 60 * us, t + 80 * us, R);
+            let popped = push("queue", workers[w], t + 70 * us, t + 90 * us, R);
+            let call = push(workers[w], "svc", t + 290 * us, t + 310 * us, Q);
+            let answer = push("svc", workers[w], t + 2_310 * us, t + 2_330 * us, R);
+            let next = push(workers[w], "queue", t + 2_530 * us, t + 2_550 * us, Q);
+            truth.push((popped, lpush, pop[w]));
+            truth.push((call, popped, 0));
+            truth.push((next, answer, 0));
+            pop[w] = next;
+        }
+        let config = TasksConfig {
+            warmup_ns: 10_000_000_000,
+            ..TasksConfig::default()
+        };
+        let out = run(messages.clone(), config);
+        let id = |r: usize| message_id(&messages[r]);
+        let right = truth
+            .iter()
+            .filter(|(m, p, _)| out[*m].best == Some(id(*p)))
+            .count();
+
+        assert!(
+            right >= truth.len() * 9 / 10,
+            "{right} of {} right",
+            truth.len()
+        );
     }
 }

@@ -37,7 +37,7 @@ use smallvec::SmallVec;
 
 use causeway_sources::Time;
 
-use super::evidence::{Composition, Delays, Sizes, delay, order_log_prior, size_bin};
+use super::evidence::{Coincidence, Composition, Delays, Sizes, delay, order_log_prior, size_bin};
 use crate::FastMap;
 use crate::assign::{Assign, NONE};
 
@@ -127,6 +127,30 @@ const UNANSWERED: f64 = -6.9; // ln(1e-3)
 const SAME_CHILD: f64 = -3.0; // ln(0.05)
 /// A reply on another connection (or call id) than its request's.
 const OTHER_CONNECTION: f64 = -9.2;
+/// How far back another task's arrival may cause a reply (a queue's pop answered when a
+/// push arrives, a long poll answered by a publish).
+const CROSS_WINDOW_NS: Time = 20_000_000;
+/// Most recent arrivals kept per node for that, and how far back (the null's shifted times
+/// reach back `CROSS_WINDOW_NS` before shifts of up to two windows).
+const CROSS_RECENT: usize = 64;
+const RECENT_NS: Time = 4 * CROSS_WINDOW_NS;
+/// Another task's arrival is weighed as a reply's cause only if arrivals of its type precede
+/// the reply's class beyond chance at least this often, and the reply's own task's latest
+/// arrival hardly more than chance would (below [`OWN_AT_CHANCE`]).
+const CROSS_LEAST: f64 = 0.6;
+/// The least the own cause's coincidence counts for, against a cross cause's.
+const MIN_OWN: f64 = 0.05;
+/// An own cause that precedes its class beyond chance this often or more is never passed
+/// over for another task's arrival.
+const OWN_AT_CHANCE: f64 = 0.2;
+/// Most arrivals scanned per reply, at its time and at its shifted time alike.
+const CROSS_SCAN: usize = 8;
+/// The task of a recent arrival that another task's arrival caused, at a node where it is in
+/// no task (see `Model::answer`).
+const FOREIGN: u64 = u64::MAX;
+/// What marks an arrival type as another task's, in the learned delays.
+const CROSS_TYPE: u64 = 0x6372_6f73_73;
+
 /// Most provisional calls of one class at one node: beyond, the oldest is final.
 pub const MAX_PROVISIONAL: usize = 16;
 /// Largest set of calls whose matching is refined by the order prior (exchanges of two).
@@ -154,6 +178,9 @@ struct Task {
     kids: SmallVec<[(u64, u64); 4]>,
     /// A multiset hash of the classes of its calls so far.
     signature: u64,
+    /// Opened by an answer caused by another connection's message (a queue's job reaching
+    /// a worker): nothing replies to it, and it ends when idle for `max_delay_ns`.
+    foreign: bool,
 }
 
 impl Task {
@@ -200,13 +227,17 @@ struct Node {
     served: bool,
     /// Calls awaiting answers -> (their task, when sent).
     calls: FastMap<u64, (u64, Time)>,
-    /// Answers paired by their callee -> (the call they answer, when told), not yet arrived.
-    paired: FastMap<u64, (u64, Time)>,
+    /// Answers paired by their callee -> (the call they answer, when told, whether another
+    /// task's arrival caused it), not yet arrived.
+    paired: FastMap<u64, (u64, Time, bool)>,
     /// Answers that arrived before their callee paired them -> (receive time, type, size
     /// class).
     unpaired: FastMap<u64, (Time, u64, u8)>,
     /// Provisional calls, by class, oldest first.
     provisional: FastMap<u64, Vec<Provisional>>,
+    /// The latest arrivals (receive time, id, type, size class, task), for replies caused
+    /// by another task's arrival; at most [`CROSS_RECENT`], of the last [`CROSS_WINDOW_NS`].
+    recent: std::collections::VecDeque<(Time, u64, u64, u8, u64)>,
     /// The newest local time seen at the node.
     newest: Time,
 }
@@ -228,6 +259,13 @@ pub struct Model {
     delays: Delays,
     composition: Composition,
     sizes: Sizes,
+    /// Coincidences of each arrival type with departures, whatever task the arrival is in
+    /// (how far a reply's own latest arrival explains it beyond chance).
+    coincidence: Coincidence,
+    /// The same, counted only over arrivals in other tasks than a reply's likeliest (how far
+    /// another task's arrival explains it beyond chance: high for a queue's pop reply after a
+    /// push, at chance for a busy server's reply after its other tasks' answers).
+    others: Coincidence,
     learning: Learning,
     /// Decisions final and not yet taken: (departure id, decision).
     finals: Vec<(u64, Decision)>,
@@ -238,8 +276,8 @@ pub struct Model {
     /// Tasks and answers forgotten unanswered.
     expired: u64,
     assign: Assign,
-    /// For debugging: answers that found no call, and calls that found no task.
-    pub lost: [u64; 3],
+    /// What the run did that the paths do not show, logged at its end.
+    pub tally: Tally,
     /// Order priors per departure class, where the warm-up chose one (else `config.rho`).
     rhos: FastMap<u64, f64>,
     /// The log-likelihood of the final decisions so far, per departure class.
@@ -247,6 +285,21 @@ pub struct Model {
     /// Per node: (replies the structure alone decided among several waiting tasks, of
     /// those the longest waiting).
     reply_order: FastMap<u64, (f64, f64)>,
+}
+
+/// Counts of what a run did that its paths do not show (for `CAUSEWAY_LOG=debug`).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Tally {
+    /// Answers whose call was already gone.
+    pub answers_without_call: u64,
+    /// Answers whose call's task was already gone.
+    pub calls_without_task: u64,
+    /// Answers that arrived before their request was paired with a task.
+    pub unpaired_answers: u64,
+    /// Replies caused by another task's arrival (a queue's pop answered by a push).
+    pub cross_replies: u64,
+    /// Client calls decided in a task that another task's arrival opened.
+    pub client_calls_in_tasks: u64,
 }
 
 /// What types and classes name every client by: clients are many nodes of one kind (WAP5
@@ -294,13 +347,15 @@ impl Model {
             delays: Delays::new(config.memory),
             composition: Composition::new(config.memory),
             sizes: Sizes::new(config.memory),
+            coincidence: Coincidence::new(config.memory),
+            others: Coincidence::new(config.memory),
             learning: Learning::Online,
             finals: Vec::new(),
             score: 0.0,
             decided: 0,
             expired: 0,
             assign: Assign::default(),
-            lost: [0; 3],
+            tally: Tally::default(),
             rhos: FastMap::default(),
             class_scores: FastMap::default(),
             reply_order: FastMap::default(),
@@ -323,6 +378,8 @@ impl Model {
         m.delays = delays;
         m.composition = composition;
         m.sizes = sizes;
+        m.coincidence = self.coincidence.clone();
+        m.others = self.others.clone();
         m.rhos = self.rhos.clone();
         m.reply_order = self.reply_order.clone();
         if batch {
@@ -429,25 +486,55 @@ impl Model {
                     outstanding: SmallVec::new(),
                     kids: SmallVec::new(),
                     signature: 0,
+                    foreign: false,
                 };
-                // In order of arrival (arrivals come nearly in order: insert from the back).
-                let pos = node
-                    .tasks
-                    .iter()
-                    .rposition(|t| t.opened <= at)
-                    .map_or(0, |p| p + 1);
-                node.tasks.insert(pos, task);
+                insert_task(node, task);
+                remember(node, (at, s.id, atype, bin, s.id));
             }
             Role::Response => {
                 let paired = node.paired.remove(&s.id);
                 match paired {
-                    Some((call, _)) => self.join(s.dst, call, at, s.id, atype, bin),
+                    Some((call, _, foreign)) => {
+                        self.answer(s.dst, call, foreign, at, s.id, atype, bin)
+                    }
                     None => {
                         node.unpaired.insert(s.id, (at, atype, bin));
-                        self.lost[2] += 1;
+                        self.tally.unpaired_answers += 1;
                     }
                 }
             }
+        }
+    }
+
+    /// An answer to `call` arrives: it joins the call's task (if the call is in one), and is
+    /// remembered among the node's recent arrivals. One that another task's arrival caused
+    /// (`foreign`: the job a queue handed a worker's pop) carries that task's path into its
+    /// receiver, whose next call may be its doing, client or not; an answer to a client's
+    /// own request does not (a client's next request starts a path, WAP5 §2.5.1).
+    #[allow(clippy::too_many_arguments)]
+    fn answer(
+        &mut self,
+        node: u64,
+        call: u64,
+        foreign: bool,
+        at: Time,
+        id: u64,
+        atype: u64,
+        bin: u8,
+    ) {
+        let task = self
+            .nodes
+            .get(&node)
+            .and_then(|n| n.calls.get(&call))
+            .map(|c| c.0);
+        self.join(node, call, at, id, atype, bin);
+        if let Some(n) = self.nodes.get_mut(&node) {
+            let task = match (task, foreign) {
+                (Some(t), _) => t,
+                (None, true) => FOREIGN,
+                (None, false) => 0,
+            };
+            remember(n, (at, id, atype, bin, task));
         }
     }
 
@@ -459,14 +546,14 @@ impl Model {
             return;
         };
         let Some((task, _)) = n.calls.remove(&call) else {
-            self.lost[0] += 1;
+            self.tally.answers_without_call += 1;
             return;
         };
         if let Some(t) = n.tasks.iter_mut().find(|t| t.id == task) {
             t.arrivals.push((at, id, atype, bin));
             t.outstanding.retain(|c| *c != call);
         } else {
-            self.lost[1] += 1;
+            self.tally.calls_without_task += 1;
         }
     }
 
@@ -482,19 +569,107 @@ impl Model {
         let node = self.nodes.entry(s.src).or_default();
         node.newest = node.newest.max(at);
         if s.role == Role::Request && !node.served {
-            self.finals.push((
-                s.id,
-                Decision {
-                    from_client: true,
-                    ..Decision::default()
-                },
-            ));
+            match self.client_call(s, at, class) {
+                // Linked to an answer another task caused: the call is decided among the
+                // tasks such answers opened.
+                None => self.call(s, at, class),
+                Some(root) => self.finals.push((s.id, root)),
+            }
             return;
         }
         self.finalize_older(s.src, at);
         match s.role {
             Role::Response => self.reply(s, at, to, class),
             Role::Request => self.call(s, at, class),
+        }
+    }
+
+    /// A client's call: it starts a path, unless its class follows arrivals of a type beyond
+    /// chance ([`Coincidence`]: a worker's call after the job its pop brought), in which case
+    /// that arrival opens a task at the client (nothing replies to it; it ends when idle for
+    /// `max_delay_ns`) and the call is decided in it.
+    ///
+    /// Returns the call's decision if it starts a path, `None` if it is to be decided among
+    /// the client's tasks. A call joins a task only by this test, whatever tasks are open: a
+    /// busy client's calls that follow its answers at chance stay roots.
+    fn client_call(&mut self, s: &Seen, at: Time, class: u64) -> Option<Decision> {
+        let root = Decision {
+            from_client: true,
+            ..Decision::default()
+        };
+        let Some(node) = self.nodes.get_mut(&s.src) else {
+            return Some(root);
+        };
+        let scan = |until: Time| -> SmallVec<[(Time, u64, u64, u8, i64); 8]> {
+            node.recent
+                .iter()
+                .rev()
+                .filter(|r| r.0 <= until && until - r.0 <= CROSS_WINDOW_NS)
+                .take(CROSS_SCAN)
+                .map(|r| (r.0, r.1, r.2, r.3, delay(r.0, until)))
+                .collect()
+        };
+        let real = scan(at);
+        // Arrivals another task caused, and arrivals in the tasks they opened.
+        let foreign_ids: SmallVec<[u64; 8]> = node
+            .recent
+            .iter()
+            .filter(|r| r.4 == FOREIGN || node.tasks.iter().any(|t| t.foreign && t.id == r.4))
+            .map(|r| r.1)
+            .collect();
+        let shifted = at.saturating_sub(CROSS_WINDOW_NS + s.id % CROSS_WINDOW_NS);
+        let covered = node.recent.len() < CROSS_RECENT
+            || node
+                .recent
+                .front()
+                .is_some_and(|r| r.0.saturating_add(CROSS_WINDOW_NS) <= shifted);
+        if covered {
+            let null = scan(shifted);
+            let pairs = |v: &[(Time, u64, u64, u8, i64)]| -> SmallVec<[(u64, i64); 8]> {
+                v.iter().map(|x| (mix(x.2, CROSS_TYPE), x.4)).collect()
+            };
+            self.coincidence
+                .observe(class, &pairs(&real), &pairs(&null));
+        }
+        let best = real
+            .iter()
+            .filter(|r| foreign_ids.contains(&r.1))
+            .map(|r| {
+                (
+                    r,
+                    self.coincidence
+                        .probability(mix(r.2, CROSS_TYPE), class, r.4),
+                )
+            })
+            .max_by(|a, b| a.1.total_cmp(&b.1));
+        match best {
+            Some((r, p)) if p > 0.5 => {
+                self.tally.client_calls_in_tasks += 1;
+                let (t, id, atype, bin, _) = *r;
+                let Some(node) = self.nodes.get_mut(&s.src) else {
+                    return Some(root);
+                };
+                let opens = node.recent.iter().any(|r| r.1 == id && r.4 == FOREIGN)
+                    && !node.tasks.iter().any(|t| t.id == id);
+                if opens {
+                    insert_task(
+                        node,
+                        Task {
+                            id,
+                            caller: 0,
+                            opened: t,
+                            conn: None,
+                            arrivals: smallvec::smallvec![(t, id, atype, bin)],
+                            outstanding: SmallVec::new(),
+                            kids: SmallVec::new(),
+                            signature: 0,
+                            foreign: true,
+                        },
+                    );
+                }
+                None
+            }
+            _ => Some(root),
         }
     }
 
@@ -649,6 +824,8 @@ impl Model {
             decision.options.push((None, SPONTANEOUS));
             let pick = choice.unwrap_or(options.len());
             decision.chosen = Some(pick);
+            // A client's call that no task it holds caused starts a path.
+            decision.from_client = choice.is_none() && !node.served;
             let max = decision
                 .options
                 .iter()
@@ -890,7 +1067,7 @@ impl Model {
             if t.opened > at {
                 break;
             }
-            if t.opened < oldest || t.caller != s.dst {
+            if t.opened < oldest || t.caller != s.dst || t.foreign {
                 continue;
             }
             let Some((pt, pid, ptype, bin)) = t.latest(at) else {
@@ -951,6 +1128,71 @@ impl Model {
         if options.is_empty() {
             decision.options.push((None, SPONTANEOUS));
         }
+        // The task closed is the likeliest's; its cause may be another task's arrival.
+        let task_best = options
+            .iter()
+            .enumerate()
+            .max_by(|a, b| a.1.1.total_cmp(&b.1.1))
+            .map(|(i, _)| i);
+        // Cross options: (arrival id, score). Another task's arrival caused the reply as
+        // far as such arrivals precede such replies beyond chance (`Coincidence`, counted at
+        // every reply against its time shifted into the past).
+        let mut cross: SmallVec<[(u64, f64); 8]> = SmallVec::new();
+        if let Some(k) = task_best {
+            let o = options[k];
+            let own = node.tasks[o.0].id;
+            let scan = |until: Time| -> SmallVec<[(u64, u64, i64, u64); 8]> {
+                node.recent
+                    .iter()
+                    .rev()
+                    .filter(|r| r.0 <= until && until - r.0 <= CROSS_WINDOW_NS)
+                    .take(CROSS_SCAN)
+                    .map(|r| (r.1, mix(r.2, CROSS_TYPE), delay(r.0, until), r.4))
+                    .collect()
+            };
+            let real = scan(at);
+            let shifted = at.saturating_sub(CROSS_WINDOW_NS + s.id % CROSS_WINDOW_NS);
+            // Counted only where the recent arrivals reach back over the shifted window too.
+            let covered = node.recent.len() < CROSS_RECENT
+                || node
+                    .recent
+                    .front()
+                    .is_some_and(|r| r.0.saturating_add(CROSS_WINDOW_NS) <= shifted);
+            if covered {
+                let null = scan(shifted);
+                let pairs = |v: &[(u64, u64, i64, u64)]| -> SmallVec<[(u64, i64); 8]> {
+                    v.iter().map(|x| (x.1, x.2)).collect()
+                };
+                let others = |v: &[(u64, u64, i64, u64)]| -> SmallVec<[(u64, i64); 8]> {
+                    v.iter()
+                        .filter(|x| x.3 != own)
+                        .map(|x| (x.1, x.2))
+                        .collect()
+                };
+                self.coincidence
+                    .observe(class, &pairs(&real), &pairs(&null));
+                self.others.observe(class, &others(&real), &others(&null));
+            }
+            // The own cause, judged the same way: a server's reply follows its task's latest
+            // arrival by a typical delay far more often than chance would; a queue's reply
+            // to a pop follows the pop by any wait, as at random times.
+            let own_p = self
+                .coincidence
+                .probability(mix(o.3, CROSS_TYPE), class, o.4)
+                .max(MIN_OWN);
+            for &(id, ctype, d, task) in &real {
+                if id == o.2 || task == own {
+                    continue;
+                }
+                let p = self.others.probability(ctype, class, d);
+                if p > CROSS_LEAST && own_p < OWN_AT_CHANCE {
+                    cross.push((id, o.1 + (p / own_p).ln()));
+                }
+            }
+        }
+        decision
+            .options
+            .extend(cross.iter().map(|c| (Some(c.0), c.1)));
         let best = decision
             .options
             .iter()
@@ -984,7 +1226,16 @@ impl Model {
             delays.add(ptype, class, d, w);
             composition.add(mix(to, s.src), node.tasks[ti].signature, w);
         }
-        let chosen_task = options.get(b).map(|o| o.0);
+        // A cross cause closes the likeliest task all the same.
+        let cross_cause = b >= options.len() && !options.is_empty();
+        if cross_cause {
+            self.tally.cross_replies += 1;
+        }
+        let chosen_task = if cross_cause {
+            task_best.map(|k| options[k].0)
+        } else {
+            options.get(b).map(|o| o.0)
+        };
         self.finals.push((s.id, decision));
         let Some(ti) = chosen_task else {
             self.nodes.insert(s.src, node);
@@ -1008,9 +1259,11 @@ impl Model {
         // The caller learns which of its calls this answers.
         let caller = self.nodes.entry(s.dst).or_default();
         match caller.unpaired.remove(&s.id) {
-            Some((rt, rtype, rbin)) => self.join(s.dst, task.id, rt, s.id, rtype, rbin),
+            Some((rt, rtype, rbin)) => {
+                self.answer(s.dst, task.id, cross_cause, rt, s.id, rtype, rbin);
+            }
             None => {
-                caller.paired.insert(s.id, (task.id, at));
+                caller.paired.insert(s.id, (task.id, at, cross_cause));
             }
         }
     }
@@ -1026,6 +1279,7 @@ impl Model {
     /// Forgets what is older than `task_timeout_ns` before each node's newest local time.
     pub fn expire(&mut self) {
         let timeout = self.config.task_timeout_ns;
+        let max_delay = self.config.max_delay_ns;
         let mut expired = 0;
         self.nodes.retain(|_, node| {
             let before = node.newest.saturating_sub(timeout);
@@ -1037,12 +1291,14 @@ impl Model {
                 .flatten()
                 .filter_map(|p| p.task.map(|t| t.0))
                 .collect();
-            node.tasks
-                .retain(|t| t.newest() >= before || held.contains(&t.id));
+            let idle = node.newest.saturating_sub(max_delay);
+            node.tasks.retain(|t| {
+                (t.newest() >= before && !(t.foreign && t.newest() < idle)) || held.contains(&t.id)
+            });
             expired += (n - node.tasks.len()) as u64;
             node.calls.retain(|_, (_, t)| *t >= before);
             let n = node.paired.len();
-            node.paired.retain(|_, (_, t)| *t >= before);
+            node.paired.retain(|_, (_, t, _)| *t >= before);
             expired += (n - node.paired.len()) as u64;
             node.unpaired.retain(|_, (t, _, _)| *t >= before);
             node.served
@@ -1080,6 +1336,31 @@ fn marginal(d: &Decision) -> f64 {
         .map(|o| (o.1 - max).exp())
         .sum::<f64>()
         .ln()
+}
+
+/// Inserts `task` among `node`'s tasks in order of arrival (arrivals come nearly in order:
+/// from the back).
+fn insert_task(node: &mut Node, task: Task) {
+    let pos = node
+        .tasks
+        .iter()
+        .rposition(|t| t.opened <= task.opened)
+        .map_or(0, |p| p + 1);
+    node.tasks.insert(pos, task);
+}
+
+/// Notes an arrival among `node`'s recent ones.
+fn remember(node: &mut Node, a: (Time, u64, u64, u8, u64)) {
+    node.recent.push_back(a);
+    let newest = node.recent.iter().map(|r| r.0).max().unwrap_or(a.0);
+    while node.recent.len() > CROSS_RECENT
+        || node
+            .recent
+            .front()
+            .is_some_and(|r| r.0.saturating_add(RECENT_NS) < newest)
+    {
+        node.recent.pop_front();
+    }
 }
 
 /// Puts call `id` of `class`, sent at `at`, into the task at index `ti` with parent `pid`.
