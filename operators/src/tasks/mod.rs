@@ -6,7 +6,7 @@
 //! - **Output**: one [`Linked`] per message, in event-time order: the options weighed for its
 //!   cause with their probabilities (a softmax of their log scores), the one taken, and
 //!   whether it starts a path.
-//! - **Exchange**: everything to the last worker (with `paths`): a node's decisions pair
+//! - **Exchange**: everything to the worker before the last (`paths` takes the last): a node's decisions pair
 //!   its replies with its callers' calls, so every node's decisions feed its callers'.
 //! - **The model** ([`model`]): every node serves requests as tasks; a request opens one at
 //!   its receiver, a reply closes one of the same caller's (on the same connection or call id
@@ -466,11 +466,13 @@ fn linked(h: Held, d: &Decision) -> Linked {
 
 impl<'scope> TaskLink<'scope> for MessageStream<'scope> {
     fn link_tasks(self, config: TasksConfig) -> Stream<'scope, Time, Vec<Linked>> {
+        // The worker before the last, which `paths` takes: linking and paths, the two
+        // single-threaded stages, run side by side (on one worker, one after the other).
         let peers = self.scope().peers() as u64;
-        let last = peers.saturating_sub(1);
+        let here = peers.saturating_sub(2);
         self.unary_frontier(
             #[allow(clippy::borrowed_box)]
-            Exchange::new(move |_m: &Box<Message>| last),
+            Exchange::new(move |_m: &Box<Message>| here),
             "link.tasks",
             move |cap, _info| {
                 let mut held = Some(cap);
