@@ -2031,8 +2031,10 @@ mod tests {
                 }
             }
         }
-        values.push(json!({"schema": 1, "kind": "truth", "messages": 8, "endpoints": "names",
-                           "kind_column": false}));
+        values.push(
+            json!({"schema": 1, "kind": "truth", "messages": 8, "endpoints": "names",
+                           "kind_column": false}),
+        );
         let truth = parse_truth_messages(lines(&values).as_bytes(), "t").unwrap();
         assert!(!truth.kind_column);
         assert_eq!(truth.malformed, 0);

@@ -663,6 +663,8 @@ struct Paths {
     table_bytes: usize,
     next_snapshot: Option<Time>,
     last_expiry: Time,
+    /// Links dropped because their parent never came or was already freed.
+    orphans_dropped: u64,
     /// Checkpoint settings and when it was last saved.
     checkpointer: Option<(CheckpointConfig, Instant)>,
     /// Restored patterns not seen again yet: id to their stand-in key.
@@ -1356,10 +1358,14 @@ impl Paths {
             self.entries.pop_front();
         }
         // Links whose parent never came (its sender was not observed, or it was late).
+        let mut dropped = 0;
         self.orphans.retain(|_, v| {
+            let before = v.len();
             v.retain(|(t, _, _)| *t >= settled);
+            dropped += (before - v.len()) as u64;
             !v.is_empty()
         });
+        self.orphans_dropped += dropped;
         if now.saturating_sub(self.last_expiry) >= crate::ports::EXPIRY_EVERY_NS {
             self.ports.expire(now.saturating_sub(300_000_000_000));
             self.last_expiry = now;
@@ -1472,9 +1478,10 @@ impl Paths {
             self.table_bytes = held;
         }
         tracing::debug!(
-            "paths: {} patterns hold {} KiB",
+            "paths: {} patterns hold {} KiB; {} links dropped, their parent gone",
             self.patterns.len(),
-            held >> 10
+            held >> 10,
+            self.orphans_dropped
         );
         if last && self.noise > 0 {
             tracing::info!(
@@ -1584,6 +1591,7 @@ impl<'scope> BuildPaths<'scope> for Stream<'scope, Time, Vec<Linked>> {
                     table_bytes: 0,
                     next_snapshot: None,
                     last_expiry: 0,
+                    orphans_dropped: 0,
                     checkpointer: None,
                     restored: FastMap::default(),
                     resumed_ns: 0,

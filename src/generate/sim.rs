@@ -197,13 +197,12 @@ impl Iterator for Simulator<'_> {
             let (parent, send_ns) = if t.after.is_empty() {
                 (None, start_ns)
             } else {
-                let (p, trigger) = t
-                    .after
-                    .iter()
-                    .map(|&a| (effect[a].1, effect[a].0))
-                    .fold((effect[t.after[0]].1, f64::MIN), |best, x| {
+                let (p, trigger) = t.after.iter().map(|&a| (effect[a].1, effect[a].0)).fold(
+                    (effect[t.after[0]].1, f64::MIN),
+                    |best, x| {
                         if x.1 > best.1 { x } else { best }
-                    });
+                    },
+                );
                 (p, trigger + t.delay.sample(&mut self.rng))
             };
             if t.skip > 0.0 && skipped[i].is_none() && self.rng.random::<f64>() < t.skip {
