@@ -151,6 +151,9 @@ const FOREIGN: u64 = u64::MAX;
 /// What marks an arrival type as another task's, in the learned delays.
 const CROSS_TYPE: u64 = 0x6372_6f73_73;
 
+/// Most tasks a call weighs (its likeliest by their own evidence): the calls of a class are
+/// decided jointly at a cost that grows with the square of their options.
+const MAX_CALL_OPTIONS: usize = 16;
 /// Most provisional calls of one class at one node: beyond, the oldest is final.
 pub const MAX_PROVISIONAL: usize = 16;
 /// Largest set of calls whose matching is refined by the order prior (exchanges of two).
@@ -696,6 +699,17 @@ impl Model {
                 self.delays.log_p(ptype, class, d) + self.sizes.log_ratio(ptype, class, bin);
             options.push((i, score, pid, ptype, d, bin));
         }
+        if options.len() > MAX_CALL_OPTIONS {
+            // The likeliest, in the tasks' order (the order prior ranks by it): the joint
+            // decision costs the square of the options.
+            let mut by_score: SmallVec<[(f64, usize); 64]> =
+                options.iter().enumerate().map(|(k, o)| (o.1, k)).collect();
+            by_score.sort_unstable_by(|a, b| b.0.total_cmp(&a.0));
+            let mut keep: SmallVec<[usize; 64]> =
+                by_score[..MAX_CALL_OPTIONS].iter().map(|x| x.1).collect();
+            keep.sort_unstable();
+            options = keep.into_iter().map(|k| options[k]).collect();
+        }
         options
     }
 
@@ -864,17 +878,14 @@ impl Model {
         k: usize,
     ) -> f64 {
         let options = &per_call[i];
+        // A slot: (the task's index in `node.tasks`, the parent's id).
         let key = |j: usize, c: usize| {
             let o = per_call[j][c];
-            (node.tasks[o.0].id, o.2)
+            (o.0, o.2)
         };
-        let held_by = |slot: (u64, u64), before: Option<(Time, usize)>| {
-            let (tid, pid) = slot;
-            let final_kid = node
-                .tasks
-                .iter()
-                .find(|t| t.id == tid)
-                .is_some_and(|t| t.kids.contains(&(pid, class)));
+        let held_by = |slot: (usize, u64), before: Option<(Time, usize)>| {
+            let (ti, pid) = slot;
+            let final_kid = node.tasks[ti].kids.contains(&(pid, class));
             final_kid
                 || chosen.iter().enumerate().any(|(j, c)| {
                     j != i
