@@ -129,6 +129,58 @@ impl Delays {
     }
 }
 
+/// How long tasks last, from their request to their reply, per task class (the node and the
+/// request's arrival type): the chance that a task is still open at an age. A task that lost
+/// its reply to another task (no connection or call id says which of a caller's tasks a reply
+/// closes) would otherwise stay open and take later tasks' calls for as long as it is kept;
+/// weighed by its survival, one far older than its class's tasks ever get takes none.
+#[derive(Clone, Debug, Default)]
+pub struct Durations {
+    /// Task class -> tasks closed per duration bin, and their total.
+    hist: FastMap<u64, ([f32; BINS], f32)>,
+    /// Tasks a class remembers: past twice this many, its counts are halved.
+    pub memory: f32,
+}
+
+/// Closed tasks of a class counted before its survival is believed.
+const DURATION_EVIDENCE: f32 = 50.0;
+/// Added to the tasks at least as old, so that no age is impossible.
+const DURATION_PRIOR: f32 = 1.0;
+
+impl Durations {
+    /// Empty, remembering about `memory` tasks per class.
+    pub fn new(memory: f32) -> Self {
+        Durations {
+            memory,
+            ..Durations::default()
+        }
+    }
+
+    /// Counts a task of `class` closed `duration_ns` after it opened.
+    pub fn add(&mut self, class: u64, duration_ns: i64) {
+        let (h, total) = self.hist.entry(class).or_insert(([0.0; BINS], 0.0));
+        h[bin(duration_ns)] += 1.0;
+        *total += 1.0;
+        if *total > 2.0 * self.memory.max(1.0) {
+            *total /= 2.0;
+            h.iter_mut().for_each(|c| *c /= 2.0);
+        }
+    }
+
+    /// The log-probability that a task of `class` is still open at `age_ns` (0 while its
+    /// class has closed too few tasks to say).
+    pub fn log_survival(&self, class: u64, age_ns: i64) -> f64 {
+        let Some((h, total)) = self.hist.get(&class) else {
+            return 0.0;
+        };
+        if *total < DURATION_EVIDENCE {
+            return 0.0;
+        }
+        let longer: f32 = h[bin(age_ns)..].iter().sum();
+        f64::from(((longer + DURATION_PRIOR) / (total + DURATION_PRIOR)).min(1.0)).ln()
+    }
+}
+
 /// Learned compositions: for each task type (the caller and the node that serves it), how
 /// often a task replies after making each multiset of calls (its *signature*, a hash of the
 /// sorted classes of its calls). A reply that would close a task whose calls so far are no
@@ -412,6 +464,28 @@ mod tests {
         assert!(at > other + 3.0, "{at} {other}");
         // The share of the class's decisions: close to ln(1) near the mode's bins.
         assert!(at > (0.3f64).ln(), "{at}");
+    }
+
+    #[test]
+    fn a_task_far_older_than_its_class_ever_lasts_is_unlikely_still_open() {
+        let mut d = Durations::new(1000.0);
+        for i in 0..40 {
+            d.add(7, 5_000_000 + i * 100_000);
+        }
+        // Too few closed tasks to say.
+        assert_eq!(d.log_survival(7, 1_000_000_000), 0.0);
+        for i in 0..160 {
+            d.add(7, 5_000_000 + i * 100_000);
+        }
+        let young = d.log_survival(7, 1_000_000);
+        let typical = d.log_survival(7, 10_000_000);
+        let old = d.log_survival(7, 1_000_000_000);
+        assert!(young > -0.01, "{young}");
+        assert!(typical < young && typical > old, "{typical}");
+        // Never impossible: one in the closed tasks and the prior.
+        assert!(old < -5.0 && old.is_finite(), "{old}");
+        // Another class knows nothing yet.
+        assert_eq!(d.log_survival(8, 1_000_000_000), 0.0);
     }
 
     #[test]

@@ -37,7 +37,9 @@ use smallvec::SmallVec;
 
 use causeway_sources::Time;
 
-use super::evidence::{Coincidence, Composition, Delays, Sizes, delay, order_log_prior, size_bin};
+use super::evidence::{
+    Coincidence, Composition, Delays, Durations, Sizes, delay, order_log_prior, size_bin,
+};
 use crate::FastMap;
 use crate::assign::{Assign, NONE};
 
@@ -169,6 +171,9 @@ struct Task {
     id: u64,
     /// The caller's node key.
     caller: u64,
+    /// The node and the request's arrival type, by which its duration is learned (0 for a
+    /// foreign task, which no reply closes).
+    class: u64,
     /// The request's receive time (the node's clock).
     opened: Time,
     conn: Option<u64>,
@@ -269,6 +274,8 @@ pub struct Model {
     /// another task's arrival explains it beyond chance: high for a queue's pop reply after a
     /// push, at chance for a busy server's reply after its other tasks' answers).
     others: Coincidence,
+    /// How long tasks last, per task class.
+    durations: Durations,
     learning: Learning,
     /// Decisions final and not yet taken: (departure id, decision).
     finals: Vec<(u64, Decision)>,
@@ -352,6 +359,7 @@ impl Model {
             sizes: Sizes::new(config.memory),
             coincidence: Coincidence::new(config.memory),
             others: Coincidence::new(config.memory),
+            durations: Durations::new(config.memory),
             learning: Learning::Online,
             finals: Vec::new(),
             score: 0.0,
@@ -383,6 +391,7 @@ impl Model {
         m.sizes = sizes;
         m.coincidence = self.coincidence.clone();
         m.others = self.others.clone();
+        m.durations = self.durations.clone();
         m.rhos = self.rhos.clone();
         m.reply_order = self.reply_order.clone();
         if batch {
@@ -483,6 +492,7 @@ impl Model {
                 let task = Task {
                     id: s.id,
                     caller: s.src,
+                    class: mix(s.dst, atype),
                     opened: at,
                     conn: s.conn,
                     arrivals: smallvec::smallvec![(at, s.id, atype, bin)],
@@ -660,6 +670,7 @@ impl Model {
                         Task {
                             id,
                             caller: 0,
+                            class: 0,
                             opened: t,
                             conn: None,
                             arrivals: smallvec::smallvec![(t, id, atype, bin)],
@@ -695,8 +706,9 @@ impl Model {
                 continue;
             }
             let d = delay(pt, at);
-            let score =
-                self.delays.log_p(ptype, class, d) + self.sizes.log_ratio(ptype, class, bin);
+            let score = self.delays.log_p(ptype, class, d)
+                + self.sizes.log_ratio(ptype, class, bin)
+                + self.durations.log_survival(t.class, delay(t.opened, at));
             options.push((i, score, pid, ptype, d, bin));
         }
         if options.len() > MAX_CALL_OPTIONS {
@@ -1253,6 +1265,9 @@ impl Model {
             return;
         };
         let task = node.tasks.remove(ti);
+        if !task.foreign {
+            self.durations.add(task.class, delay(task.opened, at));
+        }
         // Its provisional calls go elsewhere.
         let moved: SmallVec<[u64; 4]> = node
             .provisional
