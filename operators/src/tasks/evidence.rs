@@ -129,11 +129,90 @@ impl Delays {
     }
 }
 
+/// How many calls of each class the tasks of each class make (a task's class: its node and
+/// its request's arrival type), from the tasks that closed: the chance that a task that made
+/// `k` calls of a class makes another. A task that lost its reply to another task (where no
+/// connection or call id says which of a caller's tasks a reply closes) would otherwise
+/// stay open and take later tasks' calls, one after another; weighed by this, a task with
+/// more calls of a class than its class's tasks make takes no more, however slow it is.
+#[derive(Clone, Debug, Default)]
+pub struct Repeats {
+    /// (task class, call class) -> closed tasks by how many calls of the class they made
+    /// (1 to `MAX_REPEATS`, the last for more), and those tasks' total.
+    hist: FastMap<(u64, u64), ([f32; MAX_REPEATS], f32)>,
+    /// Task class -> its closed tasks counted.
+    tasks: FastMap<u64, f32>,
+    /// Tasks a class remembers: past twice this many, its counts are halved.
+    pub memory: f32,
+}
+
+/// Calls of one class per task told apart (more count as this many).
+const MAX_REPEATS: usize = 16;
+/// Closed tasks of a class counted before its repeats are believed.
+const REPEATS_EVIDENCE: f32 = 50.0;
+/// Added to the tasks that made more, so that no count is impossible.
+const REPEATS_PRIOR: f32 = 1.0;
+
+impl Repeats {
+    /// Empty, remembering about `memory` tasks per class.
+    pub fn new(memory: f32) -> Self {
+        Repeats {
+            memory,
+            ..Repeats::default()
+        }
+    }
+
+    /// Counts a closed task of `class` that made `calls` (call class, how many).
+    pub fn add(&mut self, class: u64, calls: &[(u64, usize)]) {
+        let n = self.tasks.entry(class).or_insert(0.0);
+        *n += 1.0;
+        if *n > 2.0 * self.memory.max(1.0) {
+            *n /= 2.0;
+            for ((c, _), (h, total)) in self.hist.iter_mut() {
+                if *c == class {
+                    h.iter_mut().for_each(|x| *x /= 2.0);
+                    *total /= 2.0;
+                }
+            }
+        }
+        for &(call, k) in calls {
+            if k == 0 {
+                continue;
+            }
+            let (h, total) = self
+                .hist
+                .entry((class, call))
+                .or_insert(([0.0; MAX_REPEATS], 0.0));
+            h[k.min(MAX_REPEATS) - 1] += 1.0;
+            *total += 1.0;
+        }
+    }
+
+    /// The log-probability that a task of `class` that made `made` calls of `call` makes
+    /// another (0 for its first, and while its class has closed too few tasks to say).
+    pub fn log_another(&self, class: u64, call: u64, made: usize) -> f64 {
+        if made == 0 || self.tasks.get(&class).is_none_or(|n| *n < REPEATS_EVIDENCE) {
+            return 0.0;
+        }
+        let Some((h, _)) = self.hist.get(&(class, call)) else {
+            return 0.0;
+        };
+        // Past the most any task made, as unlikely as one more than that most.
+        let most = h.iter().rposition(|x| *x > 0.0).map_or(1, |i| i + 1);
+        let made = made.min(most);
+        let at_least: f32 = h[made - 1..].iter().sum();
+        let more: f32 = h[made..].iter().sum();
+        f64::from(((more + REPEATS_PRIOR) / (at_least + REPEATS_PRIOR)).min(1.0)).ln()
+    }
+}
+
 /// How long tasks last, from their request to their reply, per task class (the node and the
-/// request's arrival type): the chance that a task is still open at an age. A task that lost
-/// its reply to another task (no connection or call id says which of a caller's tasks a reply
-/// closes) would otherwise stay open and take later tasks' calls for as long as it is kept;
-/// weighed by its survival, one far older than its class's tasks ever get takes none.
+/// request's arrival type). A task that lost its reply to another task (no connection or call
+/// id says which of a caller's tasks a reply closes) would otherwise stay open and take later
+/// tasks' calls for as long as it is kept. An unreplied task is as likely lost as open once
+/// fewer than [`LOST_REPLIES`] of its class's tasks last as long; its age weighs against it
+/// only from there (a slow task of a class that is sometimes slow keeps its calls), by how
+/// much rarer still such tasks are.
 #[derive(Clone, Debug, Default)]
 pub struct Durations {
     /// Task class -> tasks closed per duration bin, and their total.
@@ -144,6 +223,9 @@ pub struct Durations {
 
 /// Closed tasks of a class counted before its survival is believed.
 const DURATION_EVIDENCE: f32 = 50.0;
+/// The share of tasks believed to lose their reply to another task (a prior, not learned:
+/// a lost task is never seen to close).
+const LOST_REPLIES: f64 = 0.01;
 /// Added to the tasks at least as old, so that no age is impossible.
 const DURATION_PRIOR: f32 = 1.0;
 
@@ -177,7 +259,8 @@ impl Durations {
             return 0.0;
         }
         let longer: f32 = h[bin(age_ns)..].iter().sum();
-        f64::from(((longer + DURATION_PRIOR) / (total + DURATION_PRIOR)).min(1.0)).ln()
+        let survival = f64::from((longer + DURATION_PRIOR) / (total + DURATION_PRIOR));
+        (survival / LOST_REPLIES).min(1.0).ln()
     }
 }
 
@@ -467,25 +550,49 @@ mod tests {
     }
 
     #[test]
-    fn a_task_far_older_than_its_class_ever_lasts_is_unlikely_still_open() {
+    fn a_task_with_more_calls_of_a_class_than_its_class_makes_is_unlikely_to_make_another() {
+        let mut r = Repeats::new(1000.0);
+        // Tasks of class 7 call class 3 once or twice, never more.
+        for i in 0..40 {
+            r.add(7, &[(3, 1 + i % 2)]);
+        }
+        // Too few closed tasks to say.
+        assert_eq!(r.log_another(7, 3, 5), 0.0);
+        for i in 0..160 {
+            r.add(7, &[(3, 1 + i % 2)]);
+        }
+        // The first call is never weighed; a second is made by half the tasks.
+        assert_eq!(r.log_another(7, 3, 0), 0.0);
+        let second = r.log_another(7, 3, 1);
+        assert!((second - 0.5f64.ln()).abs() < 0.01, "{second}");
+        let third = r.log_another(7, 3, 2);
+        let tenth = r.log_another(7, 3, 9);
+        assert!(third < -4.0 && third.is_finite(), "{third}");
+        assert!((tenth - third).abs() < 1e-9, "{tenth} {third}");
+        // Another call class or task class knows nothing.
+        assert_eq!(r.log_another(7, 4, 3), 0.0);
+        assert_eq!(r.log_another(8, 3, 3), 0.0);
+    }
+
+    #[test]
+    fn only_a_task_older_than_all_but_the_lost_share_of_its_class_counts_its_age() {
         let mut d = Durations::new(1000.0);
         for i in 0..40 {
             d.add(7, 5_000_000 + i * 100_000);
         }
         // Too few closed tasks to say.
         assert_eq!(d.log_survival(7, 1_000_000_000), 0.0);
-        for i in 0..160 {
+        for i in 0..960 {
             d.add(7, 5_000_000 + i * 100_000);
         }
-        let young = d.log_survival(7, 1_000_000);
-        let typical = d.log_survival(7, 10_000_000);
-        let old = d.log_survival(7, 1_000_000_000);
-        assert!(young > -0.01, "{young}");
-        assert!(typical < young && typical > old, "{typical}");
-        // Never impossible: one in the closed tasks and the prior.
-        assert!(old < -5.0 && old.is_finite(), "{old}");
+        // Within the durations its class's tasks have, no weight at all.
+        assert_eq!(d.log_survival(7, 1_000_000), 0.0);
+        assert_eq!(d.log_survival(7, 50_000_000), 0.0);
+        // Far older than any: a task that lost its reply rather than an open one.
+        let old = d.log_survival(7, 10_000_000_000);
+        assert!(old < -2.0 && old.is_finite(), "{old}");
         // Another class knows nothing yet.
-        assert_eq!(d.log_survival(8, 1_000_000_000), 0.0);
+        assert_eq!(d.log_survival(8, 10_000_000_000), 0.0);
     }
 
     #[test]

@@ -38,7 +38,7 @@ use smallvec::SmallVec;
 use causeway_sources::Time;
 
 use super::evidence::{
-    Coincidence, Composition, Delays, Durations, Sizes, delay, order_log_prior, size_bin,
+    Coincidence, Composition, Delays, Durations, Repeats, Sizes, delay, order_log_prior, size_bin,
 };
 use crate::FastMap;
 use crate::assign::{Assign, NONE};
@@ -171,7 +171,7 @@ struct Task {
     id: u64,
     /// The caller's node key.
     caller: u64,
-    /// The node and the request's arrival type, by which its duration is learned (0 for a
+    /// The node and the request's arrival type, by which its calls are learned (0 for a
     /// foreign task, which no reply closes).
     class: u64,
     /// The request's receive time (the node's clock).
@@ -274,6 +274,8 @@ pub struct Model {
     /// another task's arrival explains it beyond chance: high for a queue's pop reply after a
     /// push, at chance for a busy server's reply after its other tasks' answers).
     others: Coincidence,
+    /// How many calls of each class tasks make, per task class.
+    repeats: Repeats,
     /// How long tasks last, per task class.
     durations: Durations,
     learning: Learning,
@@ -359,6 +361,7 @@ impl Model {
             sizes: Sizes::new(config.memory),
             coincidence: Coincidence::new(config.memory),
             others: Coincidence::new(config.memory),
+            repeats: Repeats::new(config.memory),
             durations: Durations::new(config.memory),
             learning: Learning::Online,
             finals: Vec::new(),
@@ -391,6 +394,7 @@ impl Model {
         m.sizes = sizes;
         m.coincidence = self.coincidence.clone();
         m.others = self.others.clone();
+        m.repeats = self.repeats.clone();
         m.durations = self.durations.clone();
         m.rhos = self.rhos.clone();
         m.reply_order = self.reply_order.clone();
@@ -708,6 +712,11 @@ impl Model {
             let d = delay(pt, at);
             let score = self.delays.log_p(ptype, class, d)
                 + self.sizes.log_ratio(ptype, class, bin)
+                + self.repeats.log_another(
+                    t.class,
+                    class,
+                    t.kids.iter().filter(|k| k.1 == class).count(),
+                )
                 + self.durations.log_survival(t.class, delay(t.opened, at));
             options.push((i, score, pid, ptype, d, bin));
         }
@@ -1266,6 +1275,14 @@ impl Model {
         };
         let task = node.tasks.remove(ti);
         if !task.foreign {
+            let mut calls: SmallVec<[(u64, usize); 4]> = SmallVec::new();
+            for &(_, c) in &task.kids {
+                match calls.iter_mut().find(|x| x.0 == c) {
+                    Some(x) => x.1 += 1,
+                    None => calls.push((c, 1)),
+                }
+            }
+            self.repeats.add(task.class, &calls);
             self.durations.add(task.class, delay(task.opened, at));
         }
         // Its provisional calls go elsewhere.
