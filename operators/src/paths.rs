@@ -1478,9 +1478,12 @@ impl Paths {
             self.table_bytes = held;
         }
         tracing::debug!(
-            "paths: {} patterns hold {} KiB; {} links dropped, their parent gone",
+            "paths: {} patterns hold {} KiB",
             self.patterns.len(),
-            held >> 10,
+            held >> 10
+        );
+        tracing::debug!(
+            "paths: {} links dropped, their parent gone",
             self.orphans_dropped
         );
         if last && self.noise > 0 {
