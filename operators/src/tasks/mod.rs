@@ -6,16 +6,20 @@
 //! - **Output**: one [`Linked`] per message, in event-time order: the options weighed for its
 //!   cause with their probabilities (a softmax of their log scores), the one taken, and
 //!   whether it starts a path.
-//! - **Exchange**: everything to the worker before the last (`paths` takes the last): a node's decisions pair
-//!   its replies with its callers' calls, so every node's decisions feed its callers'.
+//! - **Exchange**: everything to the worker before the last (`paths` takes the last): a
+//!   node's decisions pair its replies with its callers' calls, so every node's decisions
+//!   feed its callers'.
 //! - **The model** ([`model`]): every node serves requests as tasks; a request opens one at
 //!   its receiver, a reply closes one of the same caller's (on the same connection or call id
 //!   where the input names one), a call joins one of its node's open tasks, and an answer
 //!   joins its call's task once the callee has paired it. A departure's parent is the latest
 //!   arrival of its task. The evidence ([`evidence`]): learned delays per arrival type and
 //!   departure class, Project 5's same-child penalty, whether a replying task's calls are all
-//!   answered, how typical its calls are for its type, and the order in which the system
-//!   takes up waiting tasks. Where each message's role comes from: the input's `kind`
+//!   answered, how typical its calls are for its type, the order in which the system
+//!   takes up waiting tasks, sizes, how many calls of a class tasks make and how long they
+//!   last (a task that lost its reply to another stops taking calls), and coincidences
+//!   against a time-shifted null (a reply caused by another task's arrival: a queue's pop
+//!   answered when a push comes in). Where each message's role comes from: the input's `kind`
 //!   (`call`/`request` asks, `return`/`response` answers, `message` is one-way); else the
 //!   ports (a message to a fixed port asks, [`Ports`]); else, for names, which of two nodes
 //!   spoke to the other first. Nothing is keyed to a generator's preset.
@@ -33,12 +37,16 @@
 //!   cause is decided when its departure is taken in, in event-time order, once the frontier
 //!   is `lateness_ns` past it. Ties go by the input's order (the data row).
 //! - **State**: the messages not yet taken in (a reorder buffer, up to the lateness); the
-//!   model's open tasks ([`model`]: freed when they reply or time out); the learned
-//!   evidence, bounded by the number of types; the roles of node pairs without a kind.
+//!   model's open tasks ([`model`]: freed when they reply or time out), each node's 64
+//!   most recent arrivals (for cross-task causes, at most 80 ms back) and at most 16
+//!   provisional calls per class; the learned evidence, bounded by the number of types and
+//!   halved past its memory; the roles of node pairs without a kind.
 //!   During the warm-up, the held messages. Memory follows the message rate times the
 //!   lateness, and the requests in flight.
 //! - **Cost**: per message, a hash of its endpoints and two reorder-buffer moves; per
-//!   departure, one pass over its node's open tasks (a histogram lookup each). The warm-up
+//!   departure, one pass over its node's open tasks (a histogram lookup each), and for a
+//!   call the joint decision of its class's provisional calls over their 16 likeliest
+//!   tasks each. The warm-up
 //!   is linked `3 · rhos` times more.
 
 pub mod evidence;
