@@ -151,7 +151,7 @@ const CROSS_SCAN: usize = 8;
 /// no task (see `Model::answer`).
 const FOREIGN: u64 = u64::MAX;
 /// What marks an arrival type as another task's, in the learned delays.
-const CROSS_TYPE: u64 = 0x6372_6f73_73;
+const CROSS_TYPE: u64 = 0x0063_726f_7373;
 
 /// Most tasks a call weighs (its likeliest by their own evidence): the calls of a class are
 /// decided jointly at a cost that grows with the square of their options.
@@ -349,6 +349,9 @@ fn signature_of(class: u64) -> u64 {
 /// A call's option: its task's index, score, parent id, parent type, delay and parent's
 /// size class.
 type CallOption = (usize, f64, u64, u64, i64, u8);
+/// A recent arrival seen from a departure: (receive time, id, type, size class, delay to
+/// the departure).
+type RecentArrival = (Time, u64, u64, u8, i64);
 
 impl Model {
     /// A model with nothing learned.
@@ -617,7 +620,7 @@ impl Model {
         let Some(node) = self.nodes.get_mut(&s.src) else {
             return Some(root);
         };
-        let scan = |until: Time| -> SmallVec<[(Time, u64, u64, u8, i64); 8]> {
+        let scan = |until: Time| -> SmallVec<[RecentArrival; 8]> {
             node.recent
                 .iter()
                 .rev()
@@ -642,7 +645,7 @@ impl Model {
                 .is_some_and(|r| r.0.saturating_add(CROSS_WINDOW_NS) <= shifted);
         if covered {
             let null = scan(shifted);
-            let pairs = |v: &[(Time, u64, u64, u8, i64)]| -> SmallVec<[(u64, i64); 8]> {
+            let pairs = |v: &[RecentArrival]| -> SmallVec<[(u64, i64); 8]> {
                 v.iter().map(|x| (mix(x.2, CROSS_TYPE), x.4)).collect()
             };
             self.coincidence
