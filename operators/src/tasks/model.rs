@@ -637,13 +637,7 @@ impl Model {
             .filter(|r| r.4 == FOREIGN || node.tasks.iter().any(|t| t.foreign && t.id == r.4))
             .map(|r| r.1)
             .collect();
-        let shifted = at.saturating_sub(CROSS_WINDOW_NS + s.id % CROSS_WINDOW_NS);
-        let covered = node.recent.len() < CROSS_RECENT
-            || node
-                .recent
-                .front()
-                .is_some_and(|r| r.0.saturating_add(CROSS_WINDOW_NS) <= shifted);
-        if covered {
+        if let Some(shifted) = null_time(node, at, s.id) {
             let null = scan(shifted);
             let pairs = |v: &[RecentArrival]| -> SmallVec<[(u64, i64); 8]> {
                 v.iter().map(|x| (mix(x.2, CROSS_TYPE), x.4)).collect()
@@ -1186,14 +1180,7 @@ impl Model {
                     .collect()
             };
             let real = scan(at);
-            let shifted = at.saturating_sub(CROSS_WINDOW_NS + s.id % CROSS_WINDOW_NS);
-            // Counted only where the recent arrivals reach back over the shifted window too.
-            let covered = node.recent.len() < CROSS_RECENT
-                || node
-                    .recent
-                    .front()
-                    .is_some_and(|r| r.0.saturating_add(CROSS_WINDOW_NS) <= shifted);
-            if covered {
+            if let Some(shifted) = null_time(&node, at, s.id) {
                 let null = scan(shifted);
                 let pairs = |v: &[(u64, u64, i64, u64)]| -> SmallVec<[(u64, i64); 8]> {
                     v.iter().map(|x| (x.1, x.2)).collect()
@@ -1393,6 +1380,19 @@ fn insert_task(node: &mut Node, task: Task) {
         .rposition(|t| t.opened <= task.opened)
         .map_or(0, |p| p + 1);
     node.tasks.insert(pos, task);
+}
+
+/// The time before a departure (`id`, at `at`) whose arrivals stand for chance (the null
+/// of [`Coincidence`]): up to two cross windows back, by the id; `None` where `node`'s
+/// recent arrivals do not reach back over the window before it.
+fn null_time(node: &Node, at: Time, id: u64) -> Option<Time> {
+    let shifted = at.saturating_sub(CROSS_WINDOW_NS + id % CROSS_WINDOW_NS);
+    let covered = node.recent.len() < CROSS_RECENT
+        || node
+            .recent
+            .front()
+            .is_some_and(|r| r.0.saturating_add(CROSS_WINDOW_NS) <= shifted);
+    covered.then_some(shifted)
 }
 
 /// Notes an arrival among `node`'s recent ones.
