@@ -18,8 +18,9 @@
 //!   sighting, then the keys of finished messages for another window (to count late
 //!   sightings). Freed when the frontier passes; memory follows the message rate times the
 //!   window.
-//! - **Cost**: one hash-map update per sighting; per message, work quadratic in its number of
-//!   sightings (a handful).
+//! - **Cost**: one hash-map update per sighting; per message, grouping near-linear in its
+//!   sightings (union-find over shared sources and destinations) and a sort of each group.
+//!   Sightings that share a key are not yet capped per key (issue 45).
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
@@ -117,21 +118,32 @@ impl Merger {
 
     /// Turns the sightings of one key into messages (usually one).
     fn finish(&mut self, mut sightings: Vec<Sighting>, out: &mut Outcome) {
-        // Connected groups: sightings agreeing on at least one side.
+        // Connected groups: sightings agreeing on at least one side. Each sighting is joined
+        // to the first with its source and to the first with its destination (union-find:
+        // near-linear in the sightings, however many share the key).
         let n = sightings.len();
-        let mut group: Vec<usize> = (0..n).collect();
-        for i in 0..n {
-            for j in 0..i {
-                if sightings[i].src == sightings[j].src || sightings[i].dst == sightings[j].dst {
-                    let (gi, gj) = (group[i], group[j]);
-                    for g in group.iter_mut() {
-                        if *g == gi {
-                            *g = gj;
-                        }
-                    }
+        let mut parent: Vec<usize> = (0..n).collect();
+        fn root(parent: &mut [usize], mut i: usize) -> usize {
+            while parent[i] != i {
+                parent[i] = parent[parent[i]];
+                i = parent[i];
+            }
+            i
+        }
+        let mut first_src: HashMap<Endpoint, usize> = HashMap::with_capacity(n);
+        let mut first_dst: HashMap<Endpoint, usize> = HashMap::with_capacity(n);
+        for (i, s) in sightings.iter().enumerate() {
+            for j in [
+                *first_src.entry(s.src).or_insert(i),
+                *first_dst.entry(s.dst).or_insert(i),
+            ] {
+                let (a, b) = (root(&mut parent, i), root(&mut parent, j));
+                if a != b {
+                    parent[a.max(b)] = a.min(b);
                 }
             }
         }
+        let group: Vec<usize> = (0..n).map(|i| root(&mut parent, i)).collect();
         let mut groups: HashMap<usize, Vec<Sighting>> = HashMap::new();
         for (s, g) in sightings.drain(..).zip(group) {
             groups.entry(g).or_default().push(s);
@@ -505,5 +517,39 @@ mod tests {
         );
         assert_eq!(out.messages.len(), 2);
         assert!(out.facts.is_empty());
+    }
+
+    #[test]
+    fn sightings_join_through_a_chain_of_shared_sides_and_thousands_of_strangers_stay_apart() {
+        let mut m = Merger::new(
+            Arc::new(Alignment::none()),
+            homes(&[(0, "10.0.0.1")], &[1, 2]),
+            Arc::new(Names::new()),
+        );
+        // a and c share no side, but b shares its source with a and its destination with c.
+        let mut sightings = vec![
+            sighting(0, "10.0.0.1:4000", "10.0.100.1:80", 100, 64),
+            sighting(1, "10.0.0.1:4000", "10.0.0.11:80", 110, 63),
+            sighting(2, "10.9.9.9:4000", "10.0.0.11:80", 120, 62),
+        ];
+        // The same payload from 3,000 other hosts to 3,000 others (heartbeats).
+        for i in 0..3_000u32 {
+            let (a, b) = (i / 250, i % 250);
+            sightings.push(sighting(
+                0,
+                &format!("10.1.{a}.{b}:5000"),
+                &format!("10.2.{a}.{b}:53"),
+                200 + u64::from(i),
+                64,
+            ));
+        }
+        let mut out = Outcome::default();
+        m.finish(sightings, &mut out);
+        assert_eq!(out.messages.len(), 3_001);
+        assert_eq!(
+            out.messages.iter().map(|m| m.sightings).max(),
+            Some(3),
+            "the chain is one message"
+        );
     }
 }
