@@ -665,6 +665,8 @@ struct Paths {
     last_expiry: Time,
     /// Links dropped because their parent never came or was already freed.
     orphans_dropped: u64,
+    /// Instances cut at [`MAX_MESSAGES`] (what is past the cut is in no instance).
+    cut: u64,
     /// Checkpoint settings and when it was last saved.
     checkpointer: Option<(CheckpointConfig, Instant)>,
     /// Restored patterns not seen again yet: id to their stand-in key.
@@ -1332,6 +1334,10 @@ impl Paths {
                     instances = wider;
                 }
             }
+            self.cut += instances
+                .iter()
+                .filter(|(m, _)| m.len() >= MAX_MESSAGES)
+                .count() as u64;
             let mut hop_cache = FastMap::default();
             for (msgs, p) in instances {
                 if let Some(b) = self.build(&msgs, p, &mut hop_cache) {
@@ -1486,6 +1492,13 @@ impl Paths {
             "paths: {} links dropped, their parent gone",
             self.orphans_dropped
         );
+        if last && self.cut > 0 {
+            tracing::warn!(
+                "paths: {} instances cut at {MAX_MESSAGES} messages (the rest of their messages \
+                 are in no instance: the linker chained requests together)",
+                self.cut
+            );
+        }
         if last && self.noise > 0 {
             tracing::info!(
                 "paths: {} patterns below --min-expected {} dropped once out of the window",
@@ -1595,6 +1608,7 @@ impl<'scope> BuildPaths<'scope> for Stream<'scope, Time, Vec<Linked>> {
                     next_snapshot: None,
                     last_expiry: 0,
                     orphans_dropped: 0,
+                    cut: 0,
                     checkpointer: None,
                     restored: FastMap::default(),
                     resumed_ns: 0,
