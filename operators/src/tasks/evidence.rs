@@ -25,6 +25,18 @@ const KERNEL: [f32; 5] = [0.25, 0.5, 1.0, 0.5, 0.25];
 /// unlikely but not impossible (its log-likelihood is finite).
 const PRIOR: f32 = 0.02;
 
+/// A faded memory: past twice `memory`, the total `n` is halved, and the counts that go
+/// with it are to be halved too (returns whether they are). Evidence so counted remembers
+/// about `memory` events, the newest weighing most.
+fn fade(n: &mut f32, memory: f32) -> bool {
+    if *n > 2.0 * memory.max(1.0) {
+        *n /= 2.0;
+        true
+    } else {
+        false
+    }
+}
+
 /// The bin of a delay in ns (negative delays, from timestamps a clock error put out of order,
 /// fall in the first bin).
 fn bin(delay_ns: i64) -> usize {
@@ -67,8 +79,7 @@ impl Delays {
             entry.1.push(ptype);
         }
         entry.0 += w;
-        if entry.0 > 2.0 * self.memory.max(1.0) {
-            entry.0 /= 2.0;
+        if fade(&mut entry.0, self.memory) {
             for t in &entry.1 {
                 if let Some(h) = self.hist.get_mut(&(*t, class)) {
                     h.iter_mut().for_each(|c| *c /= 2.0);
@@ -166,8 +177,7 @@ impl Repeats {
     pub fn add(&mut self, class: u64, calls: &[(u64, usize)]) {
         let n = self.tasks.entry(class).or_insert(0.0);
         *n += 1.0;
-        if *n > 2.0 * self.memory.max(1.0) {
-            *n /= 2.0;
+        if fade(n, self.memory) {
             for ((c, _), (h, total)) in self.hist.iter_mut() {
                 if *c == class {
                     h.iter_mut().for_each(|x| *x /= 2.0);
@@ -243,8 +253,7 @@ impl Durations {
         let (h, total) = self.hist.entry(class).or_insert(([0.0; BINS], 0.0));
         h[bin(duration_ns)] += 1.0;
         *total += 1.0;
-        if *total > 2.0 * self.memory.max(1.0) {
-            *total /= 2.0;
+        if fade(total, self.memory) {
             h.iter_mut().for_each(|c| *c /= 2.0);
         }
     }
@@ -301,8 +310,7 @@ impl Composition {
         if new {
             t.1 += 1.0;
         }
-        if t.0 > 2.0 * self.memory.max(1.0) {
-            t.0 /= 2.0;
+        if fade(&mut t.0, self.memory) {
             self.counts
                 .iter_mut()
                 .filter(|((tt, _), _)| *tt == ttype)
@@ -381,8 +389,7 @@ impl Sizes {
     fn count(h: &mut (f32, [f32; SIZE_BINS]), bin: u8, w: f32, memory: f32) {
         h.0 += w;
         h.1[bin as usize] += w;
-        if h.0 > 2.0 * memory.max(1.0) {
-            h.0 /= 2.0;
+        if fade(&mut h.0, memory) {
             h.1.iter_mut().for_each(|c| *c /= 2.0);
         }
     }
@@ -470,9 +477,7 @@ impl Coincidence {
     pub fn observe(&mut self, class: u64, real: &[(u64, i64)], null: &[(u64, i64)]) {
         let n = self.scanned.entry(class).or_insert(0.0);
         *n += 1.0;
-        let halve = *n > 2.0 * self.memory.max(1.0);
-        if halve {
-            *n /= 2.0;
+        if fade(n, self.memory) {
             for ((_, c), (r, z)) in self.counts.iter_mut() {
                 if *c == class {
                     r.iter_mut().for_each(|x| *x /= 2.0);
