@@ -33,11 +33,14 @@
 //!   first qualifies and then every `report_every_ns` while it does, and at the end of the
 //!   input; an [`Alert`] when a set first qualifies.
 //! - **Exchange**: everything to worker 0 (one record per connection per interval).
-//! - **State**: per connection, its buckets of the last `T`; a connection is freed when all
-//!   its buckets are older than `T` before the frontier. Buckets are judged `t` after they
-//!   end (intervals that straddle a bucket boundary arrive at their end).
-//! - **Cost**: per bucket, O(m² T/t) per set of m connections having a problem (m ≤
-//!   `max_members`).
+//! - **State**: per connection active in the last `T`, its resources (indices of names held
+//!   once), the first and last bucket it was active in, and only its buckets with time in a
+//!   problem (a healthy connection holds none); a connection is freed when it has not been
+//!   active for `T`, a resource name with its last connection. So state is bounded by the
+//!   connections of one correlation interval, about 100 bytes for a healthy one.
+//! - **Cost**: per bucket, one pass over the connections active in `T` (counting each set's
+//!   members), then O(m² T/t) per set of m connections having a problem (m ≤ `max_members`);
+//!   healthy connections are counted, never paired or given rows.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -47,6 +50,8 @@ use serde::{Deserialize, Serialize};
 use timely::dataflow::Stream;
 use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::Operator;
+
+use smallvec::SmallVec;
 
 use crate::FastMap;
 use crate::alert::Alert;
@@ -142,12 +147,61 @@ const GROUPS: [&[usize]; 6] = [&[0], &[1], &[2], &[1, 2], &[3], &[4]];
 type Rows = [Vec<f64>; 5];
 
 struct ConnState {
-    resources: Vec<(Scope, String)>,
-    /// The direction named in reports: the first with a problem.
-    flow: String,
-    labelled: bool,
-    /// Buckets: index -> (time per problem, active).
+    /// The resources it belongs to, as indices into [`Correlator::sets`].
+    sets: SmallVec<[u32; 4]>,
+    /// The direction named in reports: the first with a problem (none until then).
+    flow: Option<String>,
+    /// First and last bucket it was active in.
+    first_active: u64,
+    last_active: u64,
+    /// Buckets with time in a problem: index -> time per problem. Buckets without any are
+    /// not kept (a healthy connection holds none).
     buckets: BTreeMap<u64, [u64; 5]>,
+}
+
+/// The resources connections belong to, each held once however many connections share it,
+/// and freed with its last connection (a SYN flood from random addresses names a host per
+/// flood packet).
+#[derive(Default)]
+struct SetNames {
+    names: Vec<(Scope, String)>,
+    /// Connections belonging to each; 0: free, its slot in `free`.
+    users: Vec<u32>,
+    index: HashMap<(Scope, String), u32>,
+    free: Vec<u32>,
+}
+
+impl SetNames {
+    fn acquire(&mut self, name: (Scope, String)) -> u32 {
+        if let Some(&i) = self.index.get(&name) {
+            self.users[i as usize] += 1;
+            return i;
+        }
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.names[i as usize] = name.clone();
+                self.users[i as usize] = 1;
+                i
+            }
+            None => {
+                self.names.push(name.clone());
+                self.users.push(1);
+                (self.names.len() - 1) as u32
+            }
+        };
+        self.index.insert(name, i);
+        i
+    }
+
+    fn release(&mut self, i: u32) {
+        let users = &mut self.users[i as usize];
+        *users -= 1;
+        if *users == 0 {
+            let name = std::mem::replace(&mut self.names[i as usize], (Scope::Host, String::new()));
+            self.index.remove(&name);
+            self.free.push(i);
+        }
+    }
 }
 
 fn pearson(x: &[f64], y: &[f64]) -> f64 {
@@ -187,6 +241,9 @@ struct Correlator {
     config: CorrelateConfig,
     resources: Arc<Resources>,
     conns: FastMap<ConnId, ConnState>,
+    sets: SetNames,
+    /// The newest bucket any connection was active in.
+    newest: Option<u64>,
     /// Next bucket to judge.
     next: Option<u64>,
     /// Sets qualifying at the last judgement, with when they were last reported.
@@ -195,6 +252,19 @@ struct Correlator {
 }
 
 impl Correlator {
+    fn new(config: CorrelateConfig, resources: Arc<Resources>) -> Self {
+        Correlator {
+            config,
+            resources,
+            conns: FastMap::default(),
+            sets: SetNames::default(),
+            newest: None,
+            next: None,
+            reported: HashMap::new(),
+            last: Vec::new(),
+        }
+    }
+
     fn k(&self) -> u64 {
         (self.config.correlation_ns / self.config.aggregation_ns.max(1)).max(1)
     }
@@ -202,7 +272,6 @@ impl Correlator {
     fn add(&mut self, e: &Evidence) {
         let t = self.config.aggregation_ns.max(1);
         let times = classify(e, &self.config.snap);
-        let resources = &self.resources;
         // A connection is both its directions (SNAP correlates sockets): packets give each
         // direction its own evidence, the kernel only the polled host's.
         let (a, b) = (e.conn.local, e.conn.peer);
@@ -211,30 +280,41 @@ impl Correlator {
             local: a.min(b),
             peer: a.max(b),
         };
-        let state = self.conns.entry(key).or_insert_with(|| ConnState {
-            resources: resources.of(&e.conn),
-            buckets: BTreeMap::new(),
-            flow: e.conn.flow(),
-            labelled: false,
-        });
-        if times.any() && !state.labelled {
-            state.flow = e.conn.flow();
-            state.labelled = true;
-        }
         let (start, end) = (e.start_ns, e.end_ns.max(e.start_ns + 1));
-        let span = (end - start) as f64;
-        let mut b = start / t;
-        while b * t < end {
-            let (lo, hi) = ((b * t).max(start), ((b + 1) * t).min(end));
-            let share = (hi - lo) as f64 / span;
-            let slot = state.buckets.entry(b).or_insert([0; 5]);
-            for (s, ns) in slot.iter_mut().zip(times.ns) {
-                *s += (ns as f64 * share) as u64;
+        let (first_bucket, last_bucket) = (start / t, (end - 1) / t);
+        let (resources, sets) = (&self.resources, &mut self.sets);
+        let state = self.conns.entry(key).or_insert_with(|| ConnState {
+            sets: resources
+                .of(&e.conn)
+                .into_iter()
+                .map(|r| sets.acquire(r))
+                .collect(),
+            flow: None,
+            first_active: first_bucket,
+            last_active: last_bucket,
+            buckets: BTreeMap::new(),
+        });
+        state.first_active = state.first_active.min(first_bucket);
+        state.last_active = state.last_active.max(last_bucket);
+        self.newest = Some(self.newest.map_or(last_bucket, |n| n.max(last_bucket)));
+        if times.any() {
+            if state.flow.is_none() {
+                state.flow = Some(e.conn.flow());
             }
-            b += 1;
+            let span = (end - start) as f64;
+            let mut b = first_bucket;
+            while b * t < end {
+                let (lo, hi) = ((b * t).max(start), ((b + 1) * t).min(end));
+                let share = (hi - lo) as f64 / span;
+                let slot = state.buckets.entry(b).or_insert([0; 5]);
+                for (s, ns) in slot.iter_mut().zip(times.ns) {
+                    *s += (ns as f64 * share) as u64;
+                }
+                b += 1;
+            }
         }
         if self.next.is_none() {
-            self.next = Some(start / t);
+            self.next = Some(first_bucket);
         }
     }
 
@@ -246,10 +326,7 @@ impl Correlator {
         loop {
             let due = match now {
                 Some(now) => (next + 2) * t <= now,
-                None => self
-                    .conns
-                    .values()
-                    .any(|c| c.buckets.keys().any(|&b| b >= next)),
+                None => self.newest.is_some_and(|n| n >= next),
             };
             if !due {
                 break;
@@ -270,36 +347,52 @@ impl Correlator {
     fn judge(&mut self, end: u64, at_end: bool, out: &mut Vec<Correlated>) {
         let (t, k) = (self.config.aggregation_ns.max(1), self.k());
         let first = end.saturating_sub(k);
+        let sets = &mut self.sets;
         self.conns.retain(|_, c| {
             c.buckets.retain(|&b, _| b >= first);
-            !c.buckets.is_empty()
+            let keep = c.last_active >= first;
+            if !keep {
+                for &s in &c.sets {
+                    sets.release(s);
+                }
+            }
+            keep
         });
-        let mut sets: BTreeMap<(Scope, String), Vec<ConnId>> = BTreeMap::new();
+        // Per set: its active connections in the window and its first bucket with one (a
+        // healthy connection is counted here, never paired); and those having a problem.
+        let mut members = vec![0usize; self.sets.names.len()];
+        let mut set_first = vec![u64::MAX; self.sets.names.len()];
+        let mut having_any: BTreeMap<&(Scope, String), (u32, Vec<ConnId>)> = BTreeMap::new();
         for (id, c) in &self.conns {
-            if c.buckets.range(first..end).next().is_none() {
+            if c.first_active >= end {
                 continue;
             }
-            for r in &c.resources {
-                sets.entry(r.clone()).or_default().push(*id);
+            let problem = c.buckets.range(first..end).next().is_some();
+            for &s in &c.sets {
+                members[s as usize] += 1;
+                let f = &mut set_first[s as usize];
+                *f = (*f).min(c.first_active.max(first));
+                if problem {
+                    let name = &self.sets.names[s as usize];
+                    having_any
+                        .entry(name)
+                        .or_insert((s, Vec::new()))
+                        .1
+                        .push(*id);
+                }
             }
         }
         let mut found = Vec::new();
-        for ((scope, name), mut ids) in sets {
+        for ((scope, name), (s, mut ids)) in having_any {
+            if ids.len() < self.config.min_connections.max(2) {
+                continue;
+            }
+            let (scope, name) = (*scope, name.clone());
             ids.sort();
-            // The set's vectors start at its first bucket with data: zeros before any of
-            // its connections existed would make every pair look alike.
-            let first = ids
-                .iter()
-                .filter_map(|id| {
-                    self.conns
-                        .get(id)?
-                        .buckets
-                        .range(first..end)
-                        .next()
-                        .map(|(b, _)| *b)
-                })
-                .min()
-                .unwrap_or(first);
+            let members = members[s as usize];
+            // The set's vectors start at its first bucket with an active connection: zeros
+            // before any of its connections existed would make every pair look alike.
+            let first = set_first[s as usize];
             if end - first < self.config.min_buckets.max(2) {
                 continue;
             }
@@ -335,7 +428,7 @@ impl Correlator {
                 if having.len() < self.config.min_connections.max(2) {
                     continue;
                 }
-                let healthy = ids.len() - having.len();
+                let healthy = members - having.len();
                 having.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
                 having.truncate(self.config.max_members);
                 let series: Vec<f64> = (0..len)
@@ -367,7 +460,7 @@ impl Correlator {
                         name: name.clone(),
                         problem: Problem::CORRELATED[problem],
                         connections: having.len() as u64,
-                        members: ids.len() as u64,
+                        members: members as u64,
                         acc: value,
                         acc_all: Some(acc(&all, healthy)),
                         start_ns: first * t,
@@ -377,7 +470,7 @@ impl Correlator {
                         flows: having
                             .iter()
                             .take(10)
-                            .filter_map(|(_, id, _, _)| Some(self.conns.get(id)?.flow.clone()))
+                            .filter_map(|(_, id, _, _)| self.conns.get(id)?.flow.clone())
                             .collect(),
                         also: Vec::new(),
                     });
@@ -399,13 +492,13 @@ impl Correlator {
                 .then(a.0.name.cmp(&b.0.name))
         });
         // One finding per set of connections and problem, however many names it has.
-        let mut seen: HashMap<(Vec<ConnId>, Problem), usize> = HashMap::new();
+        let mut seen: HashMap<(Vec<ConnId>, u64, Problem), usize> = HashMap::new();
         let mut unique: Vec<Correlation> = Vec::new();
         for (c, ids) in found {
-            match seen.get(&(ids.clone(), c.problem)) {
+            match seen.get(&(ids.clone(), c.members, c.problem)) {
                 Some(&i) => unique[i].also.push(format!("{} {}", c.scope, c.name)),
                 None => {
-                    seen.insert((ids, c.problem), unique.len());
+                    seen.insert((ids, c.members, c.problem), unique.len());
                     unique.push(c);
                 }
             }
@@ -467,14 +560,7 @@ impl<'scope> Correlate<'scope> for Stream<'scope, Time, Vec<Evidence>> {
             "correlate",
             move |cap, _info| {
                 let mut held = Some(cap);
-                let mut state = Correlator {
-                    config,
-                    resources,
-                    conns: FastMap::default(),
-                    next: None,
-                    reported: HashMap::new(),
-                    last: Vec::new(),
-                };
+                let mut state = Correlator::new(config, resources);
                 let mut out = Vec::new();
                 move |(input, frontier), output| {
                     input.for_each(|_cap, batch| {

@@ -159,6 +159,10 @@ pub struct Evidence {
     pub srtt_us: Option<u64>,
     /// The retransmission timeout at the end of the interval, µs.
     pub rto_us: Option<u64>,
+    /// The connection closed (both FINs, or a RST): nothing more will come of it, and its
+    /// state downstream may be freed.
+    #[serde(default)]
+    pub closed: bool,
 }
 
 /// Thresholds of the classification (SNAP §2.2, §4.2).

@@ -18,8 +18,9 @@
 //!   reported when the problem stops, when the run reaches `report_every_ns` (a new run then
 //!   continues it), when the connection goes idle, or at the end of the input.
 //! - **Exchange**: by connection.
-//! - **State**: per connection, its open runs (at most six), freed once the frontier is
-//!   `idle_ns` past its last interval.
+//! - **State**: per connection, its open runs (at most six), freed with its last evidence
+//!   when that says the connection closed, else once the frontier is `idle_ns` past its last
+//!   interval.
 //! - **Cost**: [`classify`] and at most six run updates per interval.
 //!
 //! ```
@@ -133,6 +134,7 @@ pub fn evidence_between(prev: &TcpSample, cur: &TcpSample) -> Evidence {
         delayed_acks: None,
         srtt_us: c.rtt_us.map(u64::from),
         rto_us: c.rto_us.map(u64::from),
+        closed: false,
     }
 }
 
@@ -316,6 +318,10 @@ impl<'scope> Snap<'scope> for Stream<'scope, Time, Vec<Evidence>> {
                             });
                             if e.end_ns > state.last_ns {
                                 state.add(&e, &config, &mut out);
+                            }
+                            if e.closed {
+                                state.close(e.conn, &mut out);
+                                conns.remove(&e.conn);
                             }
                         }
                     });

@@ -34,7 +34,9 @@
 //!   passes it.
 //! - **Exchange**: by connection, both directions together.
 //! - **State**: per connection, two sides with at most `MAX_OUTSTANDING` unacknowledged
-//!   segments each; freed when the frontier is `idle_ns` past the connection's last packet.
+//!   segments each; freed when the frontier is a second past the last packet of a closed
+//!   connection (both FINs, or a RST; its evidence from then on says `closed`), else `idle_ns`
+//!   past its last packet. So short connections cost a second each, not `idle_ns`.
 //! - **Cost**: per packet, a hash lookup and amortised O(1) queue work.
 
 use std::collections::VecDeque;
@@ -51,6 +53,9 @@ use crate::problem::{ConnId, Evidence, EvidenceSource, SnapConfig};
 /// Unacknowledged segments remembered per direction; older ones are forgotten (their ACK
 /// then gives no RTT sample).
 const MAX_OUTSTANDING: usize = 4096;
+
+/// How long after its last packet a closed connection (both FINs, or a RST) is forgotten.
+const CLOSE_LINGER_NS: Time = 1_000_000_000;
 
 /// `a` comes before `b` in sequence space.
 fn before(a: u32, b: u32) -> bool {
@@ -186,10 +191,22 @@ struct ConnState {
     /// Start of the current interval.
     interval: Time,
     last_ns: Time,
+    /// A FIN seen from each side.
+    fin: [bool; 2],
+    /// A RST seen.
+    reset: bool,
 }
 
 impl ConnState {
+    /// Both sides sent FIN, or a RST ended it.
+    fn closed(&self) -> bool {
+        self.reset || self.fin == [true; 2]
+    }
+
+    /// Emits the interval ending at `end` (said `closed` once the connection closed: what
+    /// comes after the close is its last ACKs, no data).
     fn flush(&mut self, end: Time, out: &mut Vec<Evidence>) {
+        let last = self.closed();
         for d in 0..2 {
             let peer = self.sides[1 - d].endpoint;
             let s = &mut self.sides[d];
@@ -229,6 +246,7 @@ impl ConnState {
                 delayed_acks: Some(acc.delayed),
                 srtt_us: s.srtt_ns.map(|n| n / 1000),
                 rto_us: None,
+                closed: last,
             });
         }
     }
@@ -238,6 +256,8 @@ impl ConnState {
         let d = key.direction(&p.src);
         let ts = p.ts_ns;
         self.last_ns = ts;
+        self.fin[d] |= tcp.flags.has(TcpFlags::FIN);
+        self.reset |= tcp.flags.has(TcpFlags::RST);
         self.sides[d].endpoint = Some(p.src);
         self.sides[1 - d].endpoint = Some(p.dst);
         if tcp.flags.has(TcpFlags::SYN) {
@@ -408,6 +428,8 @@ impl<'scope> TcpPackets<'scope> for Stream<'scope, Time, Vec<Packet>> {
                                     sides: Default::default(),
                                     interval: start,
                                     last_ns: p.ts_ns,
+                                    fin: [false; 2],
+                                    reset: false,
                                 }
                             });
                             if start > state.interval {
@@ -425,11 +447,16 @@ impl<'scope> TcpPackets<'scope> for Stream<'scope, Time, Vec<Packet>> {
                                     continue;
                                 };
                                 let end = state.interval + interval_ns;
-                                if end <= now {
+                                // A closed connection is done once its last packet is
+                                // `CLOSE_LINGER_NS` behind (a retransmitted FIN or last ACK
+                                // then starts a fresh, empty entry).
+                                let gone = state.closed()
+                                    && state.last_ns.saturating_add(CLOSE_LINGER_NS) <= now;
+                                if end <= now || gone {
                                     state.flush(end, &mut out);
                                     state.interval = end;
                                 }
-                                if state.last_ns + config.idle_ns <= now {
+                                if gone || state.last_ns + config.idle_ns <= now {
                                     conns.remove(&key);
                                 } else {
                                     deadlines.schedule(key, state.interval + interval_ns);
@@ -495,6 +522,8 @@ mod tests {
             sides: Default::default(),
             interval: 0,
             last_ns: 0,
+            fin: [false; 2],
+            reset: false,
         };
         let key = ConnKey::of(&packets[0]);
         for p in packets {
@@ -514,6 +543,24 @@ mod tests {
             packet(0.05, B, A, 499, 100, SYN | ACK, 0),
             packet(0.1, A, B, 100, 500, ACK, 0),
         ]
+    }
+
+    #[test]
+    fn evidence_says_closed_once_both_sides_sent_fin_or_one_reset() {
+        let mut p = handshake();
+        p.push(packet(0.5, A, B, 100, 500, ACK | TcpFlags::PSH, 50));
+        p.push(packet(0.6, B, A, 500, 150, ACK | TcpFlags::PSH, 20));
+        assert!(run(&p).iter().all(|e| !e.closed), "open");
+        let mut half = p.clone();
+        half.push(packet(0.7, A, B, 150, 520, ACK | TcpFlags::FIN, 0));
+        assert!(run(&half).iter().all(|e| !e.closed), "half closed");
+        let mut both = half.clone();
+        both.push(packet(0.8, B, A, 520, 151, ACK | TcpFlags::FIN, 0));
+        let e = run(&both);
+        assert!(!e.is_empty() && e.iter().all(|e| e.closed), "{e:?}");
+        let mut reset = p;
+        reset.push(packet(0.7, B, A, 520, 150, TcpFlags::RST, 0));
+        assert!(run(&reset).iter().all(|e| e.closed));
     }
 
     #[test]
