@@ -735,7 +735,7 @@ impl Run {
 }
 
 /// Peak RSS any case may reach, MiB.
-const RSS_BUDGET_MIB: f64 = 512.0;
+const RSS_BUDGET_MIB: f64 = 1536.0;
 
 /// Removes a case's capture, or moves it to `CAUSEWAY_DEGENERATE_KEEP` (a directory) when that
 /// is set, for a closer look.

@@ -36,8 +36,11 @@
 //! - **State**: per connection active in the last `T`, its resources (indices of names held
 //!   once), the first and last bucket it was active in, and only its buckets with time in a
 //!   problem (a healthy connection holds none); a connection is freed when it has not been
-//!   active for `T`, a resource name with its last connection. So state is bounded by the
-//!   connections of one correlation interval, about 100 bytes for a healthy one.
+//!   active for `T`, a resource name with its last connection. A connection that closed
+//!   (its evidence says so) without a problem is not kept but counted, per set and bucket,
+//!   until `T` has passed (its other direction's last evidence is then not counted again).
+//!   So state is bounded by the connections open in one correlation interval and by sets ×
+//!   `T / t`.
 //! - **Cost**: per bucket, one pass over the connections active in `T` (counting each set's
 //!   members), then O(m² T/t) per set of m connections having a problem (m ≤ `max_members`);
 //!   healthy connections are counted, never paired or given rows.
@@ -242,6 +245,9 @@ struct Correlator {
     resources: Arc<Resources>,
     conns: FastMap<ConnId, ConnState>,
     sets: SetNames,
+    /// Closed connections that never had a problem, counted rather than kept: (last bucket
+    /// active, set) -> how many. Each entry holds one use of its set's name.
+    closed_healthy: BTreeMap<(u64, u32), u32>,
     /// The newest bucket any connection was active in.
     newest: Option<u64>,
     /// Next bucket to judge.
@@ -258,6 +264,7 @@ impl Correlator {
             resources,
             conns: FastMap::default(),
             sets: SetNames::default(),
+            closed_healthy: BTreeMap::new(),
             newest: None,
             next: None,
             reported: HashMap::new(),
@@ -280,6 +287,10 @@ impl Correlator {
             local: a.min(b),
             peer: a.max(b),
         };
+        if e.closed && !times.any() && !self.conns.contains_key(&key) {
+            // The other direction's last word on a connection already counted.
+            return;
+        }
         let (start, end) = (e.start_ns, e.end_ns.max(e.start_ns + 1));
         let (first_bucket, last_bucket) = (start / t, (end - 1) / t);
         let (resources, sets) = (&self.resources, &mut self.sets);
@@ -315,6 +326,22 @@ impl Correlator {
         }
         if self.next.is_none() {
             self.next = Some(first_bucket);
+        }
+        if e.closed && state.buckets.is_empty() {
+            // Closed without a problem: counted as a member of its sets until the window
+            // passes it, not kept (a million short connections a minute).
+            if let Some(state) = self.conns.remove(&key) {
+                for s in state.sets {
+                    let n = self
+                        .closed_healthy
+                        .entry((state.last_active, s))
+                        .or_insert(0);
+                    if *n > 0 {
+                        self.sets.release(s);
+                    }
+                    *n += 1;
+                }
+            }
         }
     }
 
@@ -360,8 +387,21 @@ impl Correlator {
         });
         // Per set: its active connections in the window and its first bucket with one (a
         // healthy connection is counted here, never paired); and those having a problem.
+        while let Some(entry) = self.closed_healthy.first_entry() {
+            if entry.key().0 >= first {
+                break;
+            }
+            let (_, s) = *entry.key();
+            entry.remove();
+            self.sets.release(s);
+        }
         let mut members = vec![0usize; self.sets.names.len()];
         let mut set_first = vec![u64::MAX; self.sets.names.len()];
+        for (&(b, s), &n) in self.closed_healthy.range((first, 0)..(end, 0)) {
+            members[s as usize] += n as usize;
+            let f = &mut set_first[s as usize];
+            *f = (*f).min(b);
+        }
         let mut having_any: BTreeMap<&(Scope, String), (u32, Vec<ConnId>)> = BTreeMap::new();
         for (id, c) in &self.conns {
             if c.first_active >= end {

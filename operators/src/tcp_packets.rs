@@ -35,8 +35,9 @@
 //! - **Exchange**: by connection, both directions together.
 //! - **State**: per connection, two sides with at most `MAX_OUTSTANDING` unacknowledged
 //!   segments each; freed when the frontier is a second past the last packet of a closed
-//!   connection (both FINs, or a RST; its evidence from then on says `closed`), else `idle_ns`
-//!   past its last packet. So short connections cost a second each, not `idle_ns`.
+//!   connection (both FINs, or a RST; its evidence from then on says `closed`), five seconds
+//!   past that of one that never carried data (half-open), else `idle_ns` past its last
+//!   packet. So short connections cost a second each, and a SYN flood five, not `idle_ns`.
 //! - **Cost**: per packet, a hash lookup and amortised O(1) queue work.
 
 use std::collections::VecDeque;
@@ -56,6 +57,11 @@ const MAX_OUTSTANDING: usize = 4096;
 
 /// How long after its last packet a closed connection (both FINs, or a RST) is forgotten.
 const CLOSE_LINGER_NS: Time = 1_000_000_000;
+
+/// How long a connection that has carried no data is kept without packets (a half-open
+/// connection of a SYN flood or a port scan; a connection opened and left idle loses its
+/// handshake's window scale).
+const HANDSHAKE_IDLE_NS: Time = 5_000_000_000;
 
 /// `a` comes before `b` in sequence space.
 fn before(a: u32, b: u32) -> bool {
@@ -195,6 +201,8 @@ struct ConnState {
     fin: [bool; 2],
     /// A RST seen.
     reset: bool,
+    /// A segment with data seen.
+    data: bool,
 }
 
 impl ConnState {
@@ -257,6 +265,7 @@ impl ConnState {
         let ts = p.ts_ns;
         self.last_ns = ts;
         self.fin[d] |= tcp.flags.has(TcpFlags::FIN);
+        self.data |= p.payload_len > 0;
         self.reset |= tcp.flags.has(TcpFlags::RST);
         self.sides[d].endpoint = Some(p.src);
         self.sides[1 - d].endpoint = Some(p.dst);
@@ -430,6 +439,7 @@ impl<'scope> TcpPackets<'scope> for Stream<'scope, Time, Vec<Packet>> {
                                     last_ns: p.ts_ns,
                                     fin: [false; 2],
                                     reset: false,
+                                    data: false,
                                 }
                             });
                             if start > state.interval {
@@ -456,7 +466,14 @@ impl<'scope> TcpPackets<'scope> for Stream<'scope, Time, Vec<Packet>> {
                                     state.flush(end, &mut out);
                                     state.interval = end;
                                 }
-                                if gone || state.last_ns + config.idle_ns <= now {
+                                // Without data it has no evidence to give: a SYN flood's
+                                // half-open connections are forgotten after a few seconds.
+                                let idle = if state.data {
+                                    config.idle_ns
+                                } else {
+                                    HANDSHAKE_IDLE_NS
+                                };
+                                if gone || state.last_ns + idle <= now {
                                     conns.remove(&key);
                                 } else {
                                     deadlines.schedule(key, state.interval + interval_ns);
@@ -464,11 +481,15 @@ impl<'scope> TcpPackets<'scope> for Stream<'scope, Time, Vec<Packet>> {
                             }
                         }
                         None => {
-                            let mut all: Vec<_> = conns.drain().collect();
-                            all.sort_by_key(|(k, _)| *k);
-                            for (_, mut state) in all {
-                                let end = state.interval + interval_ns;
-                                state.flush(end, &mut out);
+                            // In key order (output independent of hashing), without a copy
+                            // of every state.
+                            let mut keys: Vec<ConnKey> = conns.keys().copied().collect();
+                            keys.sort_unstable();
+                            for key in keys {
+                                if let Some(mut state) = conns.remove(&key) {
+                                    let end = state.interval + interval_ns;
+                                    state.flush(end, &mut out);
+                                }
                             }
                         }
                     }
@@ -524,6 +545,7 @@ mod tests {
             last_ns: 0,
             fin: [false; 2],
             reset: false,
+            data: false,
         };
         let key = ConnKey::of(&packets[0]);
         for p in packets {

@@ -13,7 +13,8 @@
 //!   latest acknowledgment from the other side, and the message being built; and a deadline
 //!   list with about one entry per connection. A message is emitted at its end; a connection
 //!   is forgotten when the frontier passes its last packet plus the close linger (after FIN or
-//!   RST both ways) or plus `conn_idle_ns`.
+//!   RST both ways), plus five seconds while it has carried no data (half-open: a SYN flood
+//!   or a port scan costs seconds of its rate, not `conn_idle_ns`), or plus `conn_idle_ns`.
 //! - **Cost**: one table lookup per packet (see [`crate::conn`]).
 
 use std::hash::BuildHasher;
@@ -107,6 +108,9 @@ impl Building {
     }
 }
 
+/// How long a connection that has carried no data is kept without packets.
+const HANDSHAKE_IDLE_NS: Time = 5_000_000_000;
+
 #[derive(Default)]
 struct Direction {
     next_seq: Option<u32>,
@@ -120,6 +124,8 @@ struct ConnState {
     dirs: [Direction; 2],
     last_ns: Time,
     reset: bool,
+    /// A segment with data seen.
+    data: bool,
     /// The earliest deadline bucket the connection is listed under, if any.
     listed: Option<Time>,
 }
@@ -132,14 +138,25 @@ impl ConnState {
     /// When the connection next needs a look, in its own clock: the close linger once closed,
     /// the message gap while a message is open, else the idle timeout.
     fn deadline(&self, config: &FoldConfig) -> Time {
-        let after = if self.done() {
-            config.close_linger_ns
-        } else if self.dirs.iter().any(|x| x.building.is_some()) {
+        let after = if self.dirs.iter().any(|x| x.building.is_some()) {
             config.message_gap_ns
         } else {
-            config.conn_idle_ns
+            self.forget_after(config)
         };
         self.last_ns.saturating_add(after)
+    }
+
+    /// How long after its last packet it is forgotten: the close linger once closed, a few
+    /// seconds while it has carried no data (a SYN flood's or a port scan's half-open
+    /// connections), else the idle timeout.
+    fn forget_after(&self, config: &FoldConfig) -> Time {
+        if self.done() {
+            config.close_linger_ns
+        } else if !self.data {
+            config.close_linger_ns.max(HANDSHAKE_IDLE_NS)
+        } else {
+            config.conn_idle_ns
+        }
     }
 }
 
@@ -202,6 +219,7 @@ impl FoldTable {
                     dirs: Default::default(),
                     last_ns: p.ts_ns,
                     reset: false,
+                    data: false,
                     listed: None,
                 };
                 self.table.insert(key, state)
@@ -218,6 +236,7 @@ impl FoldTable {
             c.dirs[1 - d].peer_ack = later(c.dirs[1 - d].peer_ack, Some(t.ack));
         }
         let mut end = t.seq.wrapping_add(u32::from(flags.has(TcpFlags::SYN)));
+        c.data |= p.payload_len > 0;
         if p.payload_len > 0 {
             // The other side's message, if any, ends where this side's data begins.
             let ended = c.dirs[1 - d].building.take();
@@ -317,12 +336,7 @@ impl FoldTable {
                     }
                 }
             }
-            let forget = if c.done() {
-                config.close_linger_ns
-            } else {
-                config.conn_idle_ns
-            };
-            if last.saturating_add(forget) < now {
+            if last.saturating_add(c.forget_after(&config)) < now {
                 self.table.remove(&key);
             } else {
                 let due = self.alignment.align(c.origin, c.deadline(&config));
