@@ -10,8 +10,9 @@
 //! duplicated and reordered packets; a snap length that cuts every header.
 //!
 //! Each case's budget is three times the wall time of a normal capture of the same packet count
-//! (clients on keep-alive connections to a two-tier service, [`Corpus::normal`]) plus a second,
-//! and a peak RSS bound. All cases run one after another in one test so that their times are
+//! (clients on keep-alive connections to a two-tier service, [`Corpus::normal`]) plus two
+//! seconds (start-up, and the end of the input waited out by each stage), and a peak RSS
+//! bound ([`RSS_BUDGET_MIB`]). All cases run one after another in one test so that their times are
 //! not disturbed by each other.
 //!
 //! Sizes are the by default; `CAUSEWAY_DEGENERATE_SCALE=0.2` runs a fifth of each (the
@@ -734,7 +735,11 @@ impl Run {
     }
 }
 
-/// Peak RSS any case may reach, MiB.
+/// Peak RSS any case may reach, MiB. Not yet the 512 MiB a busy system should fit in: the
+/// million short connections peak at about 1.15 GiB and the SYN flood and the port scan at
+/// about 0.75 GiB (measured 2026-11-29; the source reads the pipeline's hold-back ahead, and
+/// each stage keeps per-connection state for seconds), so this bound catches regressions,
+/// not the goal.
 const RSS_BUDGET_MIB: f64 = 1536.0;
 
 /// Removes a case's capture, or moves it to `CAUSEWAY_DEGENERATE_KEEP` (a directory) when that
@@ -815,7 +820,7 @@ fn degenerate_corpus() {
     for (name, make) in cases {
         let (path, n) = make(&mut corpus);
         let run = analyze(&[&path]);
-        let budget = normal(n) * 3 + Duration::from_secs(1);
+        let budget = normal(n) * 3 + Duration::from_secs(2);
         run.report(name, n, budget);
         let (read, _) = run.counts();
         if read != n {
