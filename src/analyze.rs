@@ -467,9 +467,10 @@ pub fn counting_job(
         flows: FlowConfig::default(),
         emit,
         stats_every: None,
-        // Statistics need no payload hashes.
+        // Statistics need no payload hashes, nor packets in timestamp order.
         decode: DecodeOptions {
             hash_payload: emit.messages || emit.clock || emit.nat,
+            sort_packets: emit.messages || emit.clock || emit.nat,
             ..DecodeOptions::default()
         },
         alignment: Arc::new(Alignment::none()),

@@ -225,6 +225,8 @@ const ROWS: &[u8] = b"7|widget|3.50";
 struct Corpus<'a> {
     dir: &'a Path,
     rng: Xoshiro256PlusPlus,
+    /// Requests the latest normal traffic held.
+    requests: u64,
 }
 
 impl Corpus<'_> {
@@ -240,6 +242,7 @@ impl Corpus<'_> {
 
     /// As [`Corpus::normal`], into `pcap`, the clock started at `start_ns` past the epoch.
     fn normal_into(&mut self, pcap: &mut Pcap, packets: u64, start_ns: u64) {
+        self.requests = 0;
         let web = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 80);
         let db = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 2), 5432);
         let web_out = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 40_000);
@@ -287,6 +290,7 @@ impl Corpus<'_> {
             *ss = ss.wrapping_add(RESPONSE.len() as u32);
             pcap.tcp(after + 150_000, client, web, *cs, *ss, ACK, &[], 0);
             t += 1_000_000;
+            self.requests += 1;
         }
     }
 
@@ -609,6 +613,8 @@ struct Run {
     /// The final stats record of each origin.
     stats: Vec<serde_json::Value>,
     patterns: usize,
+    /// The largest final count of a pattern.
+    top: u64,
     problems: usize,
     stderr: String,
 }
@@ -678,6 +684,11 @@ fn analyze(inputs: &[&str]) -> Run {
             .filter_map(|r| r["id"].as_str())
             .collect::<std::collections::BTreeSet<_>>()
             .len(),
+        top: common::final_patterns(&records)
+            .iter()
+            .map(|p| p.1)
+            .max()
+            .unwrap_or(0),
         problems: records.iter().filter(|r| r["kind"] == "problem").count(),
         stderr,
     }
@@ -774,6 +785,7 @@ fn degenerate_corpus() {
     let mut corpus = Corpus {
         dir: &dir,
         rng: Xoshiro256PlusPlus::seed_from_u64(45),
+        requests: 0,
     };
     // Normal capture: packets per second of wall time, measured on 1 M packets (and on a
     // tenth, to take off the fixed cost of a run).
@@ -828,6 +840,14 @@ fn degenerate_corpus() {
         }
         if run.wall > budget {
             failures.push(format!("{name}: {:?} over its budget {budget:?}", run.wall));
+        }
+        // Copies and a reordering within milliseconds change nothing: the one true pattern
+        // with every request.
+        if name == "duplicated-reordered" && (run.patterns, run.top) != (1, corpus.requests) {
+            failures.push(format!(
+                "{name}: {} patterns, the largest {} of {} requests",
+                run.patterns, run.top, corpus.requests
+            ));
         }
         if run.rss_mib > RSS_BUDGET_MIB {
             failures.push(format!("{name}: peak RSS {:.0} MiB", run.rss_mib));

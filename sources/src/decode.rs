@@ -71,6 +71,9 @@ pub struct DecodeOptions {
     pub hash_payload: bool,
     /// What a node is in socket-call logs.
     pub node_granularity: NodeGranularity,
+    /// Put a capture file's packets back in timestamp order within a few ms
+    /// ([`crate::sorted`]): analysis needs it, counting (`stats`) does not.
+    pub sort_packets: bool,
 }
 
 impl Default for DecodeOptions {
@@ -78,6 +81,7 @@ impl Default for DecodeOptions {
         DecodeOptions {
             hash_payload: true,
             node_granularity: NodeGranularity::Process,
+            sort_packets: true,
         }
     }
 }

@@ -16,6 +16,7 @@ use crate::origin::{OriginId, Origins, default_origin_name};
 use crate::pcap::{CaptureFormat, FrameReader, OpenError, hex_prefix};
 use crate::reader::{ObservationReader, PacketReader, RowReader};
 use crate::socketlog::SocketLogReader;
+use crate::sorted::Sorted;
 use crate::trace::{TraceReader, looks_like_header};
 
 /// One input as given on the command line.
@@ -237,6 +238,12 @@ fn open_stream_ordered(
             other => fail(other.to_string()),
         })?;
         let reader = PacketReader::new(frames, spec.origin, &spec.path, decode);
+        // A file's packets are put back in timestamp order within a few ms; a pipe's newest
+        // must not wait for later ones.
+        let file = spec.path != "-" && std::fs::metadata(&spec.path).is_ok_and(|m| m.is_file());
+        if file && decode.sort_packets {
+            return Ok((Box::new(Sorted::new(Box::new(reader))), InputKind::Capture));
+        }
         return Ok((Box::new(reader), InputKind::Capture));
     }
     let (line, stream) = peek_line(stream).map_err(|e| fail(e.to_string()))?;

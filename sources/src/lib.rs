@@ -35,6 +35,7 @@ pub mod piped;
 pub mod reader;
 pub mod records;
 pub mod socketlog;
+pub mod sorted;
 pub mod stats;
 pub mod tcpstats;
 pub mod trace;
