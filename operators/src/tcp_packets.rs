@@ -419,7 +419,10 @@ impl<'scope> TcpPackets<'scope> for Stream<'scope, Time, Vec<Packet>> {
             "tcp.packets",
             move |cap, _info| {
                 let mut held = Some(cap);
-                let mut conns: FastMap<ConnKey, ConnState> = FastMap::default();
+                // Boxed: a table of a SYN flood's hundreds of thousands of connections then
+                // grows (doubling, old and new side by side) by pointers, not by states of
+                // two sides each (measured: 517 MB peak on a port scan of 327,675 connections).
+                let mut conns: FastMap<ConnKey, Box<ConnState>> = FastMap::default();
                 let mut deadlines: Deadlines<ConnKey> = Deadlines::default();
                 let mut out = Vec::new();
                 move |(input, frontier), output| {
@@ -432,7 +435,7 @@ impl<'scope> TcpPackets<'scope> for Stream<'scope, Time, Vec<Packet>> {
                             let start = p.ts_ns - p.ts_ns % interval_ns;
                             let state = conns.entry(key).or_insert_with(|| {
                                 deadlines.schedule(key, start + interval_ns);
-                                ConnState {
+                                Box::new(ConnState {
                                     origin: p.origin,
                                     sides: Default::default(),
                                     interval: start,
@@ -440,7 +443,7 @@ impl<'scope> TcpPackets<'scope> for Stream<'scope, Time, Vec<Packet>> {
                                     fin: [false; 2],
                                     reset: false,
                                     data: false,
-                                }
+                                })
                             });
                             if start > state.interval {
                                 state.flush(state.interval + interval_ns, &mut out);
