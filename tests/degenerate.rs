@@ -12,8 +12,8 @@
 //! Each case's budget is three times the wall time of a normal capture of the same packet count
 //! (clients on keep-alive connections to a two-tier service, [`Corpus::normal`]) plus two
 //! seconds (start-up, and the end of the input waited out by each stage), and a peak RSS
-//! bound ([`RSS_BUDGET_MIB`]). All cases run one after another in one test so that their times are
-//! not disturbed by each other.
+//! bound ([`RSS_BUDGET_MIB`]). All cases run one after another in one test, and the two tests
+//! one at a time, so that their times are not disturbed by each other.
 //!
 //! Sizes are the by default; `CAUSEWAY_DEGENERATE_SCALE=0.2` runs a fifth of each (the
 //! loops are not scaled). The figures are printed (`--nocapture`).
@@ -779,8 +779,13 @@ fn scaled(n: u64) -> u64 {
     ((n as f64 * scale()) as u64).max(1)
 }
 
+/// The two tests measure time: one at a time (the test harness runs a file's tests in
+/// parallel).
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn degenerate_corpus() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = scratch("degenerate");
     let mut corpus = Corpus {
         dir: &dir,
@@ -865,6 +870,7 @@ fn looped_real_capture() {
     if !system_tools(&["tcpdump", "curl", "python3"]) {
         return;
     }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = scratch("degenerate-loops");
     let real = capture_http(&dir);
     let mut rows = Vec::new();
