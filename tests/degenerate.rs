@@ -49,6 +49,7 @@ const EPOCH_NS: u64 = 1_793_491_200_000_000_000;
 /// A pcap file being written: Ethernet, IPv4, TCP or UDP, nanosecond timestamps; frames cut at
 /// `snaplen` as a sniffer's snap length would.
 struct Pcap {
+    path: String,
     writer: PcapWriter<BufWriter<File>>,
     snaplen: usize,
     frame: Vec<u8>,
@@ -65,6 +66,7 @@ impl Pcap {
         };
         let file = BufWriter::with_capacity(1 << 20, File::create(path).unwrap());
         Pcap {
+            path: path.display().to_string(),
             writer: PcapWriter::with_header(file, header).unwrap(),
             snaplen,
             frame: Vec::with_capacity(2048),
@@ -148,9 +150,10 @@ impl Pcap {
         self.emit(ts_ns, payload, payload.len());
     }
 
-    fn finish(self) -> u64 {
+    /// Flushes the file; returns its path and how many packets it holds.
+    fn finish(self) -> (String, u64) {
         self.writer.into_writer().into_inner().unwrap();
-        self.count
+        (self.path, self.count)
     }
 }
 
@@ -233,11 +236,9 @@ impl Corpus<'_> {
     /// Normal traffic of about `packets` packets: 200 clients on keep-alive connections to a
     /// web server, which asks a database on its own keep-alive connection for each request.
     fn normal(&mut self, name: &str, packets: u64) -> (String, u64) {
-        let path = self.dir.join(format!("{name}.pcap"));
-        let mut pcap = Pcap::create(&path, 65_535);
+        let mut pcap = Pcap::create(&self.dir.join(format!("{name}.pcap")), 65_535);
         self.normal_into(&mut pcap, packets, 0);
-        let n = pcap.finish();
-        (path.display().to_string(), n)
+        pcap.finish()
     }
 
     /// As [`Corpus::normal`], into `pcap`, the clock started at `start_ns` past the epoch.
@@ -297,8 +298,7 @@ impl Corpus<'_> {
     /// The same UDP payload (a heartbeat) from `hosts` hosts to one collector, once a second
     /// each, for `seconds` seconds.
     fn udp_heartbeats(&mut self, hosts: u32, seconds: u64) -> (String, u64) {
-        let path = self.dir.join("udp-heartbeats.pcap");
-        let mut pcap = Pcap::create(&path, 65_535);
+        let mut pcap = Pcap::create(&self.dir.join("udp-heartbeats.pcap"), 65_535);
         let collector = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 9), 8125);
         let payload = b"heartbeat:1|c";
         let phase: Vec<u64> = (0..hosts)
@@ -313,15 +313,13 @@ impl Corpus<'_> {
                 pcap.udp(t, src, collector, payload);
             }
         }
-        let n = pcap.finish();
-        (path.display().to_string(), n)
+        pcap.finish()
     }
 
     /// `syns` SYNs from random addresses and ports to one web server, each answered by a
     /// SYN-ACK that is never acknowledged, at 100,000 SYNs a second.
     fn syn_flood(&mut self, syns: u64) -> (String, u64) {
-        let path = self.dir.join("syn-flood.pcap");
-        let mut pcap = Pcap::create(&path, 65_535);
+        let mut pcap = Pcap::create(&self.dir.join("syn-flood.pcap"), 65_535);
         let server = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 80);
         for i in 0..syns {
             let src = SocketAddrV4::new(
@@ -342,14 +340,12 @@ impl Corpus<'_> {
                 0,
             );
         }
-        let n = pcap.finish();
-        (path.display().to_string(), n)
+        pcap.finish()
     }
 
     /// One scanner sending a SYN to every port of `hosts` hosts, closed ports answering RST.
     fn port_scan(&mut self, hosts: u32) -> (String, u64) {
-        let path = self.dir.join("port-scan.pcap");
-        let mut pcap = Pcap::create(&path, 65_535);
+        let mut pcap = Pcap::create(&self.dir.join("port-scan.pcap"), 65_535);
         let scanner = Ipv4Addr::new(10, 66, 6, 6);
         let mut t = EPOCH_NS;
         for h in 0..hosts {
@@ -372,16 +368,14 @@ impl Corpus<'_> {
                 t += 15_000;
             }
         }
-        let n = pcap.finish();
-        (path.display().to_string(), n)
+        pcap.finish()
     }
 
     /// One connection carrying `bytes` bytes one way in 64 KiB segments (a sniffer on the
     /// sender sees segmentation offload's large segments), an ACK every second segment, at
     /// about 10 Gbit/s; headers only (snap length 96). Sequence numbers wrap.
     fn long_connection(&mut self, bytes: u64) -> (String, u64) {
-        let path = self.dir.join("long-connection.pcap");
-        let mut pcap = Pcap::create(&path, 96);
+        let mut pcap = Pcap::create(&self.dir.join("long-connection.pcap"), 96);
         let client = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 5), 51_000);
         let server = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 6), 9000);
         let (mut cseq, mut sseq) = (self.rng.random::<u32>(), self.rng.random::<u32>());
@@ -411,15 +405,13 @@ impl Corpus<'_> {
             &[],
             0,
         );
-        let n = pcap.finish();
-        (path.display().to_string(), n)
+        pcap.finish()
     }
 
     /// `connections` short connections (handshake, one request and response, FIN both ways)
     /// from 10,000 clients, 20,000 a second, overlapping.
     fn short_connections(&mut self, connections: u64) -> (String, u64) {
-        let path = self.dir.join("short-connections.pcap");
-        let mut pcap = Pcap::create(&path, 65_535);
+        let mut pcap = Pcap::create(&self.dir.join("short-connections.pcap"), 65_535);
         let server = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 80);
         // Written in time order: each connection's packets interleave with the next few's.
         let mut pending: std::collections::BinaryHeap<std::cmp::Reverse<(u64, u64, u8)>> =
@@ -479,8 +471,7 @@ impl Corpus<'_> {
         while let Some(std::cmp::Reverse((t, j, step))) = pending.pop() {
             emit(&mut pcap, t, j, step);
         }
-        let n = pcap.finish();
-        (path.display().to_string(), n)
+        pcap.finish()
     }
 
     /// Normal traffic whose timestamps jump by ±1 to 6 hours every 10,000 packets (a sniffer
@@ -548,11 +539,9 @@ impl Corpus<'_> {
 
     /// Normal traffic captured with a snap length that cuts every IP header (`-s 20`).
     fn snaplen_cut(&mut self, packets: u64) -> (String, u64) {
-        let path = self.dir.join("snaplen-cut.pcap");
-        let mut pcap = Pcap::create(&path, 20);
+        let mut pcap = Pcap::create(&self.dir.join("snaplen-cut.pcap"), 20);
         self.normal_into(&mut pcap, packets, 0);
-        let n = pcap.finish();
-        (path.display().to_string(), n)
+        pcap.finish()
     }
 
     /// Copies `from` to `to`, each packet written at the timestamps `retime` gives (none drops

@@ -75,6 +75,12 @@ impl ConnKey {
 }
 
 /// Entries in the recent-connection cache (a power of two).
+/// How long a connection that has carried no data is kept without packets, by every operator
+/// that tracks connections: a half-open connection of a SYN flood or a port scan costs
+/// seconds of its rate, not the idle timeout (a connection opened and left idle longer
+/// starts afresh, without its handshake).
+pub const HANDSHAKE_IDLE_NS: Time = 5_000_000_000;
+
 const RECENT: usize = 256;
 
 /// States by connection: a slab, a map from key to slot, and a direct-mapped cache of recent

@@ -48,7 +48,7 @@ use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::Operator;
 
 use crate::FastMap;
-use crate::conn::{ConnKey, Deadlines};
+use crate::conn::{ConnKey, Deadlines, HANDSHAKE_IDLE_NS};
 use crate::problem::{ConnId, Evidence, EvidenceSource, SnapConfig};
 
 /// Unacknowledged segments remembered per direction; older ones are forgotten (their ACK
@@ -57,11 +57,6 @@ const MAX_OUTSTANDING: usize = 4096;
 
 /// How long after its last packet a closed connection (both FINs, or a RST) is forgotten.
 const CLOSE_LINGER_NS: Time = 1_000_000_000;
-
-/// How long a connection that has carried no data is kept without packets (a half-open
-/// connection of a SYN flood or a port scan; a connection opened and left idle loses its
-/// handshake's window scale).
-const HANDSHAKE_IDLE_NS: Time = 5_000_000_000;
 
 /// `a` comes before `b` in sequence space.
 fn before(a: u32, b: u32) -> bool {

@@ -106,7 +106,6 @@ impl ObservationReader for Sorted {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::observation::Protocol;
 
     /// A reader handing out the packets stamped `ts` in batches of `size`.
     struct Fixed {
@@ -121,20 +120,7 @@ mod tests {
         }
         fn read_batch(&mut self, _max: usize, out: &mut Batch) -> bool {
             for &ts in self.ts.iter().skip(self.next).take(self.size) {
-                out.packets.push(Packet {
-                    ts_ns: ts,
-                    origin: OriginId(0),
-                    src: "10.0.0.1:1".parse().unwrap(),
-                    dst: "10.0.0.2:2".parse().unwrap(),
-                    protocol: Protocol::Udp,
-                    ttl: 64,
-                    ip_id: 0,
-                    tcp: None,
-                    payload_len: 0,
-                    payload_hash: 0,
-                    payload_truncated: false,
-                    wire_len: 60,
-                });
+                out.packets.push(Packet::test_at(ts));
             }
             self.next += self.size;
             self.next < self.ts.len()

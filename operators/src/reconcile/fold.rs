@@ -27,7 +27,7 @@ use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::Operator;
 
 use super::Sighting;
-use crate::conn::{ConnKey, ConnTable, Deadlines};
+use crate::conn::{ConnKey, ConnTable, Deadlines, HANDSHAKE_IDLE_NS};
 
 /// Timeouts of the fold.
 #[derive(Clone, Copy, Debug)]
@@ -107,9 +107,6 @@ impl Building {
         }
     }
 }
-
-/// How long a connection that has carried no data is kept without packets.
-const HANDSHAKE_IDLE_NS: Time = 5_000_000_000;
 
 #[derive(Default)]
 struct Direction {
