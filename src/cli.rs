@@ -535,6 +535,13 @@ pub struct EngineArgs {
     /// or --reconcile-window]
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub read_ahead: Option<Duration>,
+    /// Memory this process should stay under (suffixes K, M, G; 0: no limit). Nearing it,
+    /// the stages that wait on event time (clock correction, linking, paths, the sources'
+    /// lateness) wait less: their oldest undecided state is decided early and freed rather
+    /// than the process being killed; what was decided early is counted and reported at
+    /// the end. [default: three quarters of the machine's memory, or of the cgroup's limit]
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    pub memory_limit: Option<u64>,
 }
 
 impl EngineArgs {

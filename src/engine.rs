@@ -297,6 +297,10 @@ pub fn run(
 ) -> Result<()> {
     let config = timely_config(args)?;
     let slots = open_inputs(&job, args, progress.as_ref())?;
+    let governor = match args.memory_limit.or_else(crate::governor::default_limit) {
+        Some(0) | None => None,
+        Some(limit) => crate::governor::Governor::start(limit),
+    };
     let sink_set = sinks.clone();
     let job = Arc::new(job);
     let guards = timely::execute(config, move |worker| {
@@ -453,6 +457,9 @@ pub fn run(
     .map_err(|e| anyhow!("cannot start workers: {e}"))?;
     for result in guards.join() {
         result.map_err(|e| anyhow!("worker failed: {e}"))?;
+    }
+    if let Some(g) = governor {
+        g.finish();
     }
     match sinks.error() {
         None | Some(SinkError::Closed) => Ok(()),

@@ -15,6 +15,7 @@ pub mod demo;
 pub mod engine;
 pub mod entry;
 pub mod generate;
+pub mod governor;
 pub mod progress;
 pub mod score;
 pub mod settings;

@@ -627,25 +627,8 @@ fn analyze(inputs: &[&str]) -> Run {
         .stderr(Stdio::from(File::create(&err).unwrap()))
         .spawn()
         .unwrap();
-    // Peak RSS: the kernel's high-water mark (VmHWM), read until the process exits.
     let mut child = child;
-    let status_file = format!("/proc/{}/status", child.id());
-    let mut hwm_kib = 0u64;
-    let status = loop {
-        if let Ok(s) = std::fs::read_to_string(&status_file) {
-            if let Some(v) = s
-                .lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            {
-                hwm_kib = hwm_kib.max(v);
-            }
-        }
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let (status, hwm_kib) = common::wait_with_peak_rss(&mut child);
     let wall = start.elapsed();
     let stderr = std::fs::read_to_string(&err).unwrap();
     assert!(

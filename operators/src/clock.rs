@@ -36,7 +36,10 @@
 //!   passed; state: those messages and five minutes of estimates per domain. A message seen
 //!   only in the reference clock (whose offset is zero by definition, and zero in the coarse
 //!   alignment too) needs no estimate: it leaves at once, corrected as waiting would have
-//!   corrected it. A single sniffer, live or replayed, so pays no clock latency.
+//!   corrected it. A single sniffer, live or replayed, so pays no clock latency. Under
+//!   memory pressure ([`causeway_sources::shed`]) a message waits at most the governor's cap
+//!   past the messages' frontier, and `clock.bounds` and `clock` wait at most the cap for
+//!   late samples.
 //!
 //! Reports stop within `every_ns` of a domain graph's newest evidence rather than extrapolate
 //! past it; the final report repeats the last one. Estimates for correction go on (following
@@ -47,7 +50,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::sync::Arc;
 
-use causeway_sources::{Address, Alignment, Time};
+use causeway_sources::{Address, Alignment, Time, shed};
 use serde::{Deserialize, Serialize};
 use timely::dataflow::Stream;
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
@@ -384,7 +387,8 @@ impl<'scope> Bounds<'scope> for Stream<'scope, Time, Vec<DelaySample>> {
                 let mut closed = Vec::new();
                 while let Some(entry) = open.first_entry() {
                     let end = (entry.key() + 1) * BUCKET_NS;
-                    if now.is_some_and(|n| end.saturating_add(lateness_ns) > n) {
+                    // Under memory pressure, at most the cap (`shed`).
+                    if now.is_some_and(|n| end.saturating_add(shed::capped(lateness_ns)) > n) {
                         break;
                     }
                     let mut second: Vec<DelayBounds> = entry.remove().into_values().collect();
@@ -770,7 +774,8 @@ impl<'scope> Clock<'scope> for Stream<'scope, Time, Vec<DelayBounds>> {
                 let limit = now.unwrap_or(Time::MAX);
                 let mut reports = Vec::new();
                 let mut estimates = Vec::new();
-                let lateness = estimator.config.lateness_ns;
+                // Under memory pressure, at most the cap (`shed`).
+                let lateness = shed::capped(estimator.config.lateness_ns);
                 while let Some(at) = estimator.next_boundary(done) {
                     // Every second before `at` is in once the frontier is its lateness past.
                     if at.saturating_add(lateness) > limit {
@@ -1032,7 +1037,18 @@ impl<'scope> Correct<'scope> for MessageStream<'scope> {
                         session.give(m);
                     }
                     let mut recent = Recent::new(&history);
-                    while let Some((due, _, mut m)) = waiting.pop_touching(est_now) {
+                    // Under memory pressure a message waits at most the cap past its time
+                    // (`shed`): once the messages' frontier is that far past it, it goes
+                    // with the estimates that are in.
+                    let shift = delay - shed::capped(delay);
+                    let horizon = match (est_now, frontier.frontier().iter().next()) {
+                        (Some(e), Some(m)) if shift > 0 => Some(e.max(*m).saturating_add(shift)),
+                        (e, _) => e,
+                    };
+                    while let Some((due, _, mut m)) = waiting.pop_touching(horizon) {
+                        if est_now.is_some_and(|e| due >= e) {
+                            shed::note(shed::Stage::Clock, 1);
+                        }
                         let at = m.event_ns;
                         if due > at.saturating_add(delay) {
                             late.remove(at);

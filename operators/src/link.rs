@@ -151,7 +151,9 @@
 //!   message is weighed by does not depend on when the sweeps ran. Memory follows the message
 //!   rate times `x`, never the length of the input. During a warm start, the inputs held
 //!   (at most `warmup_max`), as the reorder buffers would hold them, and for its first pass a
-//!   copy of those of the warm-up, freed with it.
+//!   copy of those of the warm-up, freed with it. Under memory pressure
+//!   ([`causeway_sources::shed`]) the lateness, the order slack, `x` in what is kept and
+//!   the sweeps' interval are at most the governor's cap, and a warm start ends at once.
 //! - **Cost**: the warm-up is linked twice. Per message, a hash (and one per candidate
 //!   weighed or learned from, for its size), binary searches on its
 //!   connection's sends and receives,
@@ -174,7 +176,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use causeway_sources::{Address, Time};
+use causeway_sources::{Address, Time, shed};
 use std::hash::BuildHasher;
 
 use foldhash::fast::FixedState;
@@ -279,8 +281,9 @@ impl LinkConfig {
     /// How long `link` keeps what it received: `2·(x + lateness)`, and the lull after which a
     /// node's arrivals start afresh.
     fn keep_ns(&self) -> Time {
-        self.max_delay_ns
-            .saturating_add(self.lateness_ns)
+        // Under memory pressure, at most the cap on both (`shed`).
+        shed::capped(self.max_delay_ns)
+            .saturating_add(shed::capped(self.lateness_ns))
             .saturating_mul(2)
     }
 
@@ -1234,11 +1237,12 @@ impl Linker {
     fn expire(&mut self, linked: Time) {
         // A sweep visits every connection and task held: once per `SWEEP_NS` of event time,
         // not at every activation.
-        if linked < self.last_sweep.saturating_add(SWEEP_NS) {
+        // Under memory pressure the sweeps come as often as what they keep is short.
+        let keep = self.config.keep_ns();
+        if linked < self.last_sweep.saturating_add(SWEEP_NS.min(keep.max(1))) {
             return;
         }
         self.last_sweep = linked;
-        let keep = self.config.keep_ns();
         let before = linked.saturating_sub(keep);
         for map in [&mut self.taskless, &mut self.one_sided] {
             map.retain(|_, list| {
@@ -2763,7 +2767,13 @@ impl WarmStart {
             (Some(n), Some(end)) => n >= end,
             (Some(_), None) => false,
         };
-        passed || self.inputs.len() >= config.warmup_max
+        let full = self.inputs.len() >= config.warmup_max;
+        // Under memory pressure the inputs held are the first to go.
+        let cut = !passed && !full && shed::active();
+        if cut {
+            shed::note(shed::Stage::Warmup, self.inputs.len() as u64);
+        }
+        passed || full || cut
     }
 
     /// Links the warm-up to learn from it, and returns a pipeline that holds every input
@@ -2827,8 +2837,8 @@ impl Pipeline {
 
     /// The time below which everything is linked, with the frontier at `now`.
     fn bound(&self, now: Option<Time>) -> Option<Time> {
-        let lag = self.linker.config.lateness_ns;
-        let slack = self.linker.config.order_slack_ns;
+        let lag = shed::capped(self.linker.config.lateness_ns);
+        let slack = shed::capped(self.linker.config.order_slack_ns);
         let bound = now.map(|n| n.saturating_sub(lag.saturating_add(slack)));
         // Sends waiting in a match window are linked at or after its start.
         match (bound, self.windows.first_start()) {
@@ -2847,10 +2857,19 @@ impl Pipeline {
         // `lateness_ns` after the frontier has passed their event time (upstream windows): a
         // time counts as passed only that much later, so that what is linked does not depend
         // on timing.
-        let slack = linker.config.order_slack_ns;
-        let lag = linker.config.lateness_ns;
+        // Under memory pressure both wait at most the cap (`shed`).
+        let slack = shed::capped(linker.config.order_slack_ns);
+        let lag = shed::capped(linker.config.lateness_ns);
         let arrivals_bound = now.map(|n| n.saturating_sub(lag));
         let bound = now.map(|n| n.saturating_sub(lag.saturating_add(slack)));
+        let unshed = now.map(|n| {
+            n.saturating_sub(
+                linker
+                    .config
+                    .lateness_ns
+                    .saturating_add(linker.config.order_slack_ns),
+            )
+        });
         loop {
             // A match window closes like a child at its end: after the arrivals of up to
             // `slack` past it, before the children from its end on.
@@ -2893,7 +2912,10 @@ impl Pipeline {
                 if let Some(sends) = windows.close() {
                     linker.flush(sends, linked);
                 }
-            } else if let Some((_, id, m)) = self.children.pop_touching(bound) {
+            } else if let Some((t, id, m)) = self.children.pop_touching(bound) {
+                if unshed.is_some_and(|u| t >= u) {
+                    shed::note(shed::Stage::Link, 1);
+                }
                 let p = linker.prepare(id, &m);
                 let width = linker.config.match_window_ns;
                 if width > 0 && !p.root && p.only_from.is_none() {

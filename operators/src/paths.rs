@@ -45,7 +45,8 @@
 //!   dropped is retracted then (most of a long run's patterns are single improbable
 //!   instances: without this the table fills towards its bounds for hours). Memory follows
 //!   the message rate times the path duration, plus the bounded pattern table; never the
-//!   length of the input.
+//!   length of the input. Under memory pressure ([`causeway_sources::shed`]) the wait for
+//!   a tree's children and `max_path_ns` are at most the governor's cap.
 //! - **Cost**: per root, `O(m · 2^k)` for `m` messages and `k` try-both decisions, plus
 //!   building the pattern's canonical text once per instance.
 //! - **Checkpoint** (`checkpoint`): at a snapshot at least `every` of wall time after the
@@ -62,7 +63,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use causeway_sources::{Address, Time};
+use causeway_sources::{Address, Time, shed};
 use foldhash::fast::FixedState;
 use serde::{Deserialize, Serialize};
 use smallvec::SmallVec;
@@ -758,7 +759,14 @@ impl Paths {
         self.pending.insert(i, key);
     }
 
+    /// How long after its newest message a path tree may still grow: the longest a node
+    /// holds a message and the lateness; under memory pressure at most the cap (`shed`).
     fn settle(&self) -> Time {
+        shed::capped(self.unshed_settle())
+    }
+
+    /// [`Self::settle`] without the cap.
+    fn unshed_settle(&self) -> Time {
         self.config
             .max_delay_ns
             .saturating_add(self.config.lateness_ns)
@@ -1319,7 +1327,7 @@ impl Paths {
             // the frontier moved.
             if now.is_some()
                 && settled > ready
-                && root_ns.saturating_add(self.config.max_path_ns) > ready
+                && root_ns.saturating_add(shed::capped(self.config.max_path_ns)) > ready
             {
                 // A child may still come: look again when it would have.
                 self.judge_at(settled, root_id, root);
@@ -1670,6 +1678,15 @@ impl<'scope> BuildPaths<'scope> for Stream<'scope, Time, Vec<Linked>> {
                     match now {
                         Some(n) => {
                             paths.finish_roots(Some(n), &mut out);
+                            // Under memory pressure, trees scheduled for judging within the
+                            // wait the cap takes away are judged now (`shed`).
+                            let shift = paths.unshed_settle() - paths.settle();
+                            if shift > 0 {
+                                let waiting = paths.pending_roots.len();
+                                paths.finish_roots(Some(n.saturating_add(shift)), &mut out);
+                                let judged = waiting.saturating_sub(paths.pending_roots.len());
+                                shed::note(shed::Stage::Paths, judged as u64);
+                            }
                             paths.expire(n);
                         }
                         None => {

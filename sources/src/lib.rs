@@ -34,6 +34,7 @@ pub mod pcap;
 pub mod piped;
 pub mod reader;
 pub mod records;
+pub mod shed;
 pub mod socketlog;
 pub mod sorted;
 pub mod stats;

@@ -31,7 +31,10 @@
 //!   time, and the records in flight stay bounded however fast they come. Both limits are
 //!   first guesses at the pipeline's hold-back; where the output frontier stands still for a
 //!   second while the source waits, they rise past where the source stands (`HoldBack`),
-//!   so a guess too short costs a stall, never a run that waits for good. Reading ahead
+//!   so a guess too short costs a stall, never a run that waits for good. Under memory
+//!   pressure ([`crate::shed`]) the lateness is at most the governor's cap, at most a quarter
+//!   of `max_in_flight` may be in flight however near the frontier, and while the frontier
+//!   stands still a round is read every 20 ms so that the watermark moves on. Reading ahead
 //!   lets the workers of a busy pipeline work without waiting for each other, but what is
 //!   read ahead waits in buffers and leaves the cache: the 4.7 million message trace (1,600
 //!   messages per second of event time, about 26 s of which the clock correction, `link`
@@ -275,6 +278,9 @@ struct HoldBack {
 impl HoldBack {
     /// How long a frontier that does not move while the source waits means a stall.
     const STALL: Duration = Duration::from_secs(1);
+    /// Under memory pressure, how long a frontier that does not move lets the source wait
+    /// before it reads another round.
+    const TRICKLE: Duration = Duration::from_millis(20);
 
     fn new(config: &SourceConfig) -> Self {
         HoldBack {
@@ -308,6 +314,24 @@ impl HoldBack {
         }
     }
 
+    /// Under memory pressure, throttled with the output frontier at `frontier`: whether to
+    /// read one round anyway, as the frontier has not moved for [`HoldBack::TRICKLE`].
+    fn trickle(&mut self, frontier: Option<Time>, now: Instant) -> bool {
+        match self.watch {
+            Some((seen, since)) if seen == frontier => {
+                let due = now.duration_since(since) >= Self::TRICKLE;
+                if due {
+                    self.watch = Some((frontier, now));
+                }
+                due
+            }
+            _ => {
+                self.watch = Some((frontier, now));
+                false
+            }
+        }
+    }
+
     /// The source is reading.
     fn flowing(&mut self) {
         self.watch = None;
@@ -337,7 +361,8 @@ impl Merger {
 
     /// The time below which no further on-time record can arrive, quantised down to a tick.
     fn watermark(&self) -> Option<Time> {
-        let lateness = self.config.lateness_ns;
+        // Under memory pressure the watermark follows the newest record more closely.
+        let lateness = crate::shed::capped(self.config.lateness_ns);
         let w = self
             .lanes
             .iter()
@@ -363,7 +388,7 @@ impl Merger {
         let (size, budget, lateness) = (
             self.config.batch,
             self.config.budget,
-            self.config.lateness_ns,
+            crate::shed::capped(self.config.lateness_ns),
         );
         let mut sent = 0;
         while sent < budget {
@@ -566,6 +591,18 @@ pub fn read_inputs<'scope>(
             let Some(caps_now) = caps.as_mut() else {
                 return;
             };
+            // Under memory pressure the watermark moves without a record read (the governor
+            // cuts the lateness), and the stages wait on it: throttled or not, the capability
+            // follows it. (Not otherwise: where a throttled source holds its capability is
+            // part of how the frontier moves, which the answers must not depend on, and the
+            // capability moving earlier there changed a 2-worker run's patterns.)
+            if let Some(w) = merger.watermark().filter(|_| crate::shed::active()) {
+                if w > *caps_now[0].time() {
+                    for c in caps_now.iter_mut() {
+                        c.downgrade(&w);
+                    }
+                }
+            }
             let time = *caps_now[0].time();
             // Once told to stop, the source finishes at once: waiting on the frontier then
             // could wait on records that will never be read.
@@ -581,15 +618,29 @@ pub fn read_inputs<'scope>(
                 }
                 let ahead = |limit: Nanos| probe.less_than(&time.saturating_sub(limit));
                 let in_flight = merger.emitted.saturating_sub(delivered);
-                if ahead(hold.max_ahead_ns)
-                    || (in_flight > config.max_in_flight && ahead(hold.min_ahead_ns))
-                {
+                // Under memory pressure (`shed`) fewer records may be in flight, however
+                // close the source is to the frontier; it reads on a round at a time when
+                // the frontier stands still, so that the watermark, which the stages now
+                // follow closely, keeps moving.
+                let pressed = crate::shed::active();
+                let (most, min_ahead) = if pressed {
+                    (config.max_in_flight / 4, 0)
+                } else {
+                    (config.max_in_flight, hold.min_ahead_ns)
+                };
+                if ahead(hold.max_ahead_ns) || (in_flight > most && ahead(min_ahead)) {
                     let frontier = probe.with_frontier(|f| f.first().copied());
-                    hold.throttled(time, frontier, Instant::now());
-                    activator.activate_after(Duration::from_millis(1));
-                    return;
+                    let now = Instant::now();
+                    if !(pressed && hold.trickle(frontier, now)) {
+                        if !pressed {
+                            hold.throttled(time, frontier, now);
+                        }
+                        activator.activate_after(Duration::from_millis(1));
+                        return;
+                    }
+                } else {
+                    hold.flowing();
                 }
-                hold.flowing();
             }
             if stopping {
                 merger.stop();

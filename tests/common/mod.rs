@@ -483,3 +483,25 @@ pub fn pcaps_in(dir: &Path) -> Vec<String> {
     inputs.sort();
     inputs
 }
+
+/// Waits for `child`, reading its peak RSS as it runs (the kernel's high-water mark,
+/// `VmHWM`); returns its exit status and that peak in KiB.
+pub fn wait_with_peak_rss(child: &mut Child) -> (std::process::ExitStatus, u64) {
+    let status_file = format!("/proc/{}/status", child.id());
+    let mut hwm_kib = 0u64;
+    loop {
+        if let Ok(s) = std::fs::read_to_string(&status_file) {
+            if let Some(v) = s
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            {
+                hwm_kib = hwm_kib.max(v);
+            }
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            return (status, hwm_kib);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}

@@ -42,7 +42,9 @@
 //!   provisional calls per class; the learned evidence, bounded by the number of types and
 //!   halved past its memory; the roles of node pairs without a kind.
 //!   During the warm-up, the held messages. Memory follows the message rate times the
-//!   lateness, and the requests in flight.
+//!   lateness, and the requests in flight. Under memory pressure
+//!   ([`causeway_sources::shed`]) the lateness is at most the governor's cap, and the
+//!   warm-up ends at once.
 //! - **Cost**: per message, a hash of its endpoints and two reorder-buffer moves; per
 //!   departure, one pass over its node's open tasks (a histogram lookup each), and for a
 //!   call the joint decision of its class's provisional calls over their 16 likeliest
@@ -52,7 +54,7 @@
 pub mod evidence;
 pub mod model;
 
-use causeway_sources::{Address, MessageKind, Time};
+use causeway_sources::{Address, MessageKind, Time, shed};
 use foldhash::fast::FixedState;
 use smallvec::SmallVec;
 use std::collections::BTreeSet;
@@ -302,6 +304,11 @@ impl Linker {
             }
             // Far more held than learned from: the source reads far ahead of the frontier.
             (Some(c), Some(_)) if w.len() >= 4 * max => Some(c),
+            // Under memory pressure the messages held are the first to go (`shed`).
+            (Some(c), Some(_)) if shed::active() => {
+                shed::note(shed::Stage::Warmup, w.len() as u64);
+                Some(c)
+            }
             _ => return,
         };
         let Some(mut held) = self.warm.take() else {
@@ -322,11 +329,16 @@ impl Linker {
     /// Takes in every event the frontier at `now` has passed; returns the time below which
     /// everything is linked.
     fn run(&mut self, now: Option<Time>, out: &mut Vec<Linked>) -> Option<Time> {
-        let bound = now.map(|n| n.saturating_sub(self.config.lateness_ns));
+        // Under memory pressure the wait is at most the cap (`shed`).
+        let bound = now.map(|n| n.saturating_sub(shed::capped(self.config.lateness_ns)));
+        let unshed = now.map(|n| n.saturating_sub(self.config.lateness_ns));
         while let Some((t, _, e)) = self.events.queue.pop_before(bound) {
             match e {
                 Event::Arrive(s) => self.model.arrive(&s),
                 Event::Depart(h) => {
+                    if unshed.is_some_and(|u| t >= u) {
+                        shed::note(shed::Stage::Tasks, 1);
+                    }
                     let id = h.seen.id;
                     self.model.depart(&h.seen);
                     self.pending_times.insert((t, id));
