@@ -30,8 +30,9 @@
 //! - `clock.correct` (every worker): messages and the broadcast offsets to messages with
 //!   corrected timestamps, each with the estimate for the last second boundary before it (in
 //!   a domain's first seconds, the first estimate after it). Holds each message until the
-//!   estimates up to two seconds past its time have arrived (the frontier is past its time
-//!   plus two seconds plus the samples' lateness), and keeps its capability at the smallest
+//!   estimates up to its time have arrived (the estimates' frontier is past its time plus the
+//!   samples' lateness); one whose domain has no estimate before it yet waits two seconds
+//!   more, for the first one after it. Keeps its capability at the smallest
 //!   event time it holds, so that no message leaves with a time its successors' frontier has
 //!   passed; state: those messages and five minutes of estimates per domain. A message seen
 //!   only in the reference clock (whose offset is zero by definition, and zero in the coarse
@@ -908,6 +909,21 @@ fn corrected(
     Some(raw.saturating_add_signed(-(offset.round() as i64)))
 }
 
+/// Whether every observed side of `m` that has a clock domain has an estimate at or before
+/// `m`'s event time (then its correction is known once those are in: no look-ahead).
+fn has_prior_estimates(m: &Message, history: &mut Recent<'_>) -> bool {
+    let at = m.event_ns;
+    [(m.send_ns, &m.send_domain), (m.recv_ns, &m.recv_domain)]
+        .into_iter()
+        .all(|(raw, domain)| match (raw, domain) {
+            (Some(_), Some(d)) => history
+                .get(d)
+                .and_then(VecDeque::front)
+                .is_some_and(|e| e.at <= at),
+            _ => true,
+        })
+}
+
 /// [`History`] lookups through a few recent ones, by the domain's name's address (a worker's
 /// messages share their nodes' names): no string is hashed for most timestamps.
 struct Recent<'a> {
@@ -991,23 +1007,28 @@ impl<'scope> Correct<'scope> for MessageStream<'scope> {
             move |cap, _info| {
                 let mut held = Some(cap);
                 let mut history: History = History::default();
-                // By the time each is due, then in arrival order.
+                // Two waits. First until every estimate for a second boundary at or before
+                // its time is in (the clock emits the estimate for a boundary before its
+                // frontier passes the boundary plus the samples' lateness): by the time each
+                // is due, then in arrival order. A message with an estimate before it on
+                // every observed side is corrected then; one without (a domain's first
+                // seconds) waits in `looking` until the look-ahead is in too.
                 let mut waiting: Reorder<Box<Message>> = Reorder::default();
+                let mut looking: Reorder<Box<Message>> = Reorder::default();
                 let mut arrived: u64 = 0;
                 // The capability stays at the smallest event time waiting, so that
                 // downstream operators, which order by event time, never get a message whose
                 // time their frontier has passed. A message is due `delay` after its event
                 // time, so the first due tells the smallest event time, except for messages
                 // that came later than that (due when they came): their event times are kept
-                // here.
-                let delay = LOOK_AHEAD_NS.saturating_add(lateness_ns);
+                // here. In `looking`, a message is due exactly `look` after its time.
+                let delay = lateness_ns;
+                let look = LOOK_AHEAD_NS.saturating_add(lateness_ns);
                 let mut late = MinTimes::default();
                 let mut ready: Vec<Box<Message>> = Vec::new();
                 move |(messages, frontier), (estimates, est_frontier), output| {
                     messages.for_each(|cap, batch| {
                         let t = cap.least().copied().unwrap_or(0);
-                        // Until the estimates for its time and the look-ahead are in: the
-                        // clock emits the estimate for a boundary before its frontier passes it.
                         for m in batch.drain(..) {
                             if needs_no_estimate(&m, reference.as_ref(), &alignment) {
                                 ready.push(m);
@@ -1040,25 +1061,23 @@ impl<'scope> Correct<'scope> for MessageStream<'scope> {
                     // Under memory pressure a message waits at most the cap past its time
                     // (`shed`): once the messages' frontier is that far past it, it goes
                     // with the estimates that are in.
-                    let shift = delay - shed::capped(delay);
-                    let horizon = match (est_now, frontier.frontier().iter().next()) {
-                        (Some(e), Some(m)) if shift > 0 => Some(e.max(*m).saturating_add(shift)),
-                        (e, _) => e,
+                    let msgs_now = frontier.frontier().iter().next().copied();
+                    let horizon = |wait: Time| {
+                        let shift = wait - shed::capped(wait);
+                        match (est_now, msgs_now) {
+                            (Some(e), Some(m)) if shift > 0 => Some(e.max(m).saturating_add(shift)),
+                            (e, _) => e,
+                        }
                     };
-                    while let Some((due, _, mut m)) = waiting.pop_touching(horizon) {
-                        if est_now.is_some_and(|e| due >= e) {
-                            shed::note(shed::Stage::Clock, 1);
-                        }
+                    let (first_horizon, look_horizon) = (horizon(delay), horizon(look));
+                    let mut correct = |mut m: Box<Message>, recent: &mut Recent<'_>| {
                         let at = m.event_ns;
-                        if due > at.saturating_add(delay) {
-                            late.remove(at);
-                        }
                         m.send_corrected_ns = corrected(
                             m.send_ns,
                             &m.send_domain,
                             &m.src_endpoint,
                             at,
-                            &mut recent,
+                            recent,
                             &alignment,
                         );
                         m.recv_corrected_ns = corrected(
@@ -1066,10 +1085,34 @@ impl<'scope> Correct<'scope> for MessageStream<'scope> {
                             &m.recv_domain,
                             &m.dst_endpoint,
                             at,
-                            &mut recent,
+                            recent,
                             &alignment,
                         );
                         session.give(m);
+                    };
+                    while let Some((due, _, m)) = waiting.pop_touching(first_horizon) {
+                        if est_now.is_some_and(|e| due >= e) {
+                            shed::note(shed::Stage::Clock, 1);
+                        }
+                        let at = m.event_ns;
+                        if due > at.saturating_add(delay) {
+                            late.remove(at);
+                        }
+                        let due_looking = at.saturating_add(look);
+                        if has_prior_estimates(&m, &mut recent)
+                            || look_horizon.is_none_or(|h| due_looking < h)
+                        {
+                            correct(m, &mut recent);
+                        } else {
+                            looking.push(due_looking, arrived, m);
+                            arrived += 1;
+                        }
+                    }
+                    while let Some((due, _, m)) = looking.pop_touching(look_horizon) {
+                        if est_now.is_some_and(|e| due >= e) {
+                            shed::note(shed::Stage::Clock, 1);
+                        }
+                        correct(m, &mut recent);
                     }
                     drop(session);
                     // Messages reach this operator within the reconcile and nat windows of their
@@ -1085,20 +1128,20 @@ impl<'scope> Correct<'scope> for MessageStream<'scope> {
                     }
                     let both = [frontier.frontier().iter().next().copied(), est_now];
                     let first = waiting.first().map(|(due, _)| due.saturating_sub(delay));
-                    let waiting_min = match (first, late.min()) {
-                        (Some(a), Some(b)) => Some(a.min(b)),
-                        (a, b) => a.or(b),
-                    };
+                    let first_looking = looking.first().map(|(due, _)| due.saturating_sub(look));
+                    let waiting_min = [first, late.min(), first_looking]
+                        .into_iter()
+                        .flatten()
+                        .min();
                     let lowest = match (both[0], waiting_min) {
                         (Some(f), Some(w)) => Some(f.min(w)),
                         (f, w) => f.or(w),
                     };
-                    match lowest.or(if waiting.is_empty() { None } else { both[1] }) {
+                    let idle = waiting.is_empty() && looking.is_empty();
+                    match lowest.or(if idle { None } else { both[1] }) {
                         Some(t) if t > *cap.time() => cap.downgrade(&t),
                         Some(_) => {}
-                        None if waiting.is_empty() && both.iter().all(Option::is_none) => {
-                            held = None
-                        }
+                        None if idle && both.iter().all(Option::is_none) => held = None,
                         None => {}
                     }
                 }
