@@ -13,8 +13,15 @@
 //! per run; the harness also samples the resident set every 100 ms and prints it at each
 //! tenth of the last run of each size, to show whether memory grows with the input.
 //!
+//! Busy systems: `--parallelism 1.6,20,200` generates the preset at each of those mean
+//! per-node parallelisms (the generator scales the clients' think times, so at 200 the
+//! 4.7 million messages span 8 s of event time); `--endpoints names` writes node names
+//! instead of `ip:port` endpoints (the task linker's case); `--memory-limit BYTES` is passed
+//! to `analyze`.
+//!
 //! Run: `cargo bench --bench linking` or
 //!      `cargo bench --bench linking -- --messages 470000,4700000 --workers 2 --runs 3`
+//!      `cargo bench --bench linking -- --parallelism 20,200 --runs 1 --memory-limit 256M`
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
@@ -34,86 +41,130 @@ fn main() {
     let sizes = list_flag(&args, "--messages").unwrap_or(vec![470_000, 4_700_000]);
     let runs: usize = flag(&args, "--runs").unwrap_or(3);
     let workers: usize = flag(&args, "--workers").unwrap_or(2);
+    let parallelisms: Vec<String> = flag::<String>(&args, "--parallelism")
+        .map_or(vec!["1.6".into()], |p| {
+            p.split(',').map(str::to_owned).collect()
+        });
+    let endpoints: String = flag(&args, "--endpoints").unwrap_or_else(|| "ip-port".into());
+    let memory_limit: Option<String> = flag(&args, "--memory-limit");
     let causeway = PathBuf::from(env!("CARGO_BIN_EXE_causeway"));
     let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-data");
     std::fs::create_dir_all(&data).unwrap();
     println!(
-        "{:>10} {:>9} {:>12} {:>14} {:>12}",
-        "messages", "wall s", "messages/s", "peak RSS MiB", "patterns"
+        "{:>11} {:>8} {:>10} {:>9} {:>12} {:>14} {:>12}",
+        "parallelism", "endpoints", "messages", "wall s", "messages/s", "peak RSS MiB", "patterns"
     );
     let mut profiles = Vec::new();
-    for &n in &sizes {
-        let dir = data.join(format!("linking-{n}"));
-        let trace = dir.join("messages.csv");
-        if !trace.is_file() {
-            eprintln!("generating {n} messages into {}", dir.display());
-            let status = Command::new(&causeway)
-                .args(["generate", "--preset", "multi-tier", "--format", "csv"])
-                .args(["--parallelism", "1.6", "--seed", "1"])
-                .args(["--messages", &n.to_string()])
-                .arg("-o")
-                .arg(&dir)
-                .status()
-                .unwrap();
-            assert!(status.success(), "generate failed");
+    for p in &parallelisms {
+        for &n in &sizes {
+            let (row, profile) = run_size(
+                &causeway,
+                &data,
+                p,
+                &endpoints,
+                n,
+                runs,
+                workers,
+                memory_limit.as_deref(),
+            );
+            println!("{row}");
+            profiles.push((format!("{p:>11} {n:>10}"), profile));
         }
-        warm(&trace);
-        let out = dir.join("patterns.jsonl");
-        let cmd: Vec<String> = vec![
-            causeway.display().to_string(),
-            "analyze".into(),
-            "--workers".into(),
-            workers.to_string(),
-            "--names".into(),
-            dir.join("names.txt").display().to_string(),
-            "--emit".into(),
-            "patterns".into(),
-            "--emit-every".into(),
-            "100000s".into(),
-            "--format".into(),
-            "jsonl".into(),
-            "-o".into(),
-            out.display().to_string(),
-            trace.display().to_string(),
-        ];
-        let mut walls = Vec::new();
-        let mut rss = 0;
-        let mut profile = Vec::new();
-        for _ in 0..runs.max(1) {
-            let (wall, kib, samples) = measure_profile(&cmd);
-            walls.push(wall);
-            rss = rss.max(kib);
-            profile = samples;
-        }
-        walls.sort_by(f64::total_cmp);
-        let wall = walls[walls.len() / 2];
-        // Patterns in the final report: the latest cumulative line per id, count above 0.
-        let mut latest = std::collections::HashMap::new();
-        for line in std::fs::read_to_string(&out).unwrap().lines() {
-            let v: serde_json::Value = serde_json::from_str(line).unwrap();
-            if v["kind"] == "pattern" && v["cumulative"] == true {
-                latest.insert(v["id"].to_string(), v["count"].as_u64().unwrap_or(0));
-            }
-        }
-        let patterns = latest.values().filter(|c| **c > 0).count();
-        println!(
-            "{n:>10} {wall:>9.2} {:>12.0} {:>14.1} {patterns:>12}",
-            n as f64 / wall,
-            rss as f64 / 1024.0
-        );
-        profiles.push((n, profile));
     }
     // The resident set of each size's last run at each tenth of its wall time: the input is
     // read at a steady pace, so a tenth of the time is about a tenth of the trace, and a flat
     // row is memory that does not grow with the input.
     println!("RSS MiB at each tenth of the run (last run of each size):");
-    for (n, samples) in profiles {
+    for (label, samples) in profiles {
         let at: Vec<String> = (1..=10)
             .filter_map(|k| {
                 let i = (samples.len() * k / 10).checked_sub(1)?;
                 Some(format!("{:.0}", samples[i] as f64 / 1024.0))
             })
             .collect();
-        println!("{n:>10}  {}", at.join(" "));
+        println!("{label}  {}", at.join(" "));
     }
+}
+
+/// Generates (once) and links one trace `runs` times: its table row, and the RSS samples of
+/// the last run.
+#[allow(clippy::too_many_arguments)]
+fn run_size(
+    causeway: &Path,
+    data: &Path,
+    parallelism: &str,
+    endpoints: &str,
+    n: u64,
+    runs: usize,
+    workers: usize,
+    memory_limit: Option<&str>,
+) -> (String, Vec<u64>) {
+    // The original case keeps its directory name (and its generated trace).
+    let dir = if parallelism == "1.6" && endpoints == "ip-port" {
+        data.join(format!("linking-{n}"))
+    } else {
+        data.join(format!("linking-p{parallelism}-{endpoints}-{n}"))
+    };
+    let trace = dir.join("messages.csv");
+    if !trace.is_file() {
+        eprintln!("generating {n} messages into {}", dir.display());
+        let status = Command::new(causeway)
+            .args(["generate", "--preset", "multi-tier", "--format", "csv"])
+            .args(["--parallelism", parallelism, "--seed", "1"])
+            .args(["--endpoints", endpoints])
+            .args(["--messages", &n.to_string()])
+            .arg("-o")
+            .arg(&dir)
+            .status()
+            .unwrap();
+        assert!(status.success(), "generate failed");
+    }
+    warm(&trace);
+    let out = dir.join("patterns.jsonl");
+    let mut cmd: Vec<String> = vec![
+        causeway.display().to_string(),
+        "analyze".into(),
+        "--workers".into(),
+        workers.to_string(),
+        "--names".into(),
+        dir.join("names.txt").display().to_string(),
+        "--emit".into(),
+        "patterns".into(),
+        "--emit-every".into(),
+        "100000s".into(),
+        "--format".into(),
+        "jsonl".into(),
+        "-o".into(),
+        out.display().to_string(),
+    ];
+    if let Some(limit) = memory_limit {
+        cmd.extend(["--memory-limit".into(), limit.into()]);
+    }
+    cmd.push(trace.display().to_string());
+    let mut walls = Vec::new();
+    let mut rss = 0;
+    let mut profile = Vec::new();
+    for _ in 0..runs.max(1) {
+        let (wall, kib, samples) = measure_profile(&cmd);
+        walls.push(wall);
+        rss = rss.max(kib);
+        profile = samples;
+    }
+    walls.sort_by(f64::total_cmp);
+    let wall = walls[walls.len() / 2];
+    // Patterns in the final report: the latest cumulative line per id, count above 0.
+    let mut latest = std::collections::HashMap::new();
+    for line in std::fs::read_to_string(&out).unwrap().lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        if v["kind"] == "pattern" && v["cumulative"] == true {
+            latest.insert(v["id"].to_string(), v["count"].as_u64().unwrap_or(0));
+        }
+    }
+    let patterns = latest.values().filter(|c| **c > 0).count();
+    let row = format!(
+        "{parallelism:>11} {endpoints:>8} {n:>10} {wall:>9.2} {:>12.0} {:>14.1} {patterns:>12}",
+        n as f64 / wall,
+        rss as f64 / 1024.0
+    );
+    (row, profile)
 }
