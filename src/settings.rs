@@ -78,6 +78,16 @@ pub fn expand(args: Vec<OsString>) -> Result<Vec<OsString>, String> {
 fn settings_args(file: &Path, sub: &str) -> Result<Vec<OsString>, String> {
     let shown = file.display();
     let text = std::fs::read_to_string(file).map_err(|e| format!("{shown}: {e}"))?;
+    settings_from_text(&text, &shown, sub)
+}
+
+/// The arguments that settings `text` (from the file `shown`) stand for, for subcommand
+/// `sub`; errors name `shown`.
+pub fn settings_from_text(
+    text: &str,
+    shown: &impl std::fmt::Display,
+    sub: &str,
+) -> Result<Vec<OsString>, String> {
     let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
         let at = e
             .span()
