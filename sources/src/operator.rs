@@ -372,6 +372,17 @@ impl Merger {
         Some(w - w % self.config.tick_ns.max(1))
     }
 
+    /// [`Self::watermark`], but only while every active lane shows where it stands (a record
+    /// sent or one waiting, or a clock): between reads a lane may not have refilled yet, and
+    /// leaving it out would move the watermark past what it holds.
+    fn settled_watermark(&self) -> Option<Time> {
+        let unknown = self
+            .lanes
+            .iter()
+            .any(|l| l.active() && l.watermark(0).is_none());
+        if unknown { None } else { self.watermark() }
+    }
+
     /// Stops every lane: their readers are not asked again, and what they hold is counted
     /// as skipped (`stopped`).
     fn stop(&mut self) {
@@ -593,10 +604,8 @@ pub fn read_inputs<'scope>(
             };
             // Under memory pressure the watermark moves without a record read (the governor
             // cuts the lateness), and the stages wait on it: throttled or not, the capability
-            // follows it. (Not otherwise: where a throttled source holds its capability is
-            // part of how the frontier moves, which the answers must not depend on, and the
-            // capability moving earlier there changed a 2-worker run's patterns.)
-            if let Some(w) = merger.watermark().filter(|_| crate::shed::active()) {
+            // follows it, once every lane shows where it stands.
+            if let Some(w) = merger.settled_watermark().filter(|_| crate::shed::active()) {
                 if w > *caps_now[0].time() {
                     for c in caps_now.iter_mut() {
                         c.downgrade(&w);
