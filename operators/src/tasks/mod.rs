@@ -43,8 +43,8 @@
 //!   halved past its memory; the roles of node pairs without a kind.
 //!   During the warm-up, the held messages. Memory follows the message rate times the
 //!   lateness, and the requests in flight. Under memory pressure
-//!   ([`causeway_sources::shed`]) the lateness is at most the governor's cap, and the
-//!   warm-up ends at once.
+//!   ([`causeway_sources::shed`]) the lateness, and the idle time after which an open task
+//!   expires, are at most the governor's cap, and the warm-up ends at once.
 //! - **Cost**: per message, a hash of its endpoints and two reorder-buffer moves; per
 //!   departure, one pass over its node's open tasks (a histogram lookup each), and for a
 //!   call the joint decision of its class's provisional calls over their 16 likeliest

@@ -35,7 +35,7 @@
 
 use smallvec::SmallVec;
 
-use causeway_sources::Time;
+use causeway_sources::{Time, shed};
 
 use super::evidence::{
     Coincidence, Composition, Delays, Durations, Repeats, Sizes, delay, order_log_prior, size_bin,
@@ -1311,8 +1311,9 @@ impl Model {
 
     /// Forgets what is older than `task_timeout_ns` before each node's newest local time.
     pub fn expire(&mut self) {
-        let timeout = self.config.task_timeout_ns;
-        let max_delay = self.config.max_delay_ns;
+        // Under memory pressure, at most the governor's cap (`shed`).
+        let timeout = shed::capped(self.config.task_timeout_ns);
+        let max_delay = shed::capped(self.config.max_delay_ns);
         let mut expired = 0;
         self.nodes.retain(|_, node| {
             let before = node.newest.saturating_sub(timeout);
