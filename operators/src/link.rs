@@ -157,11 +157,10 @@
 //! - **Cost**: the warm-up is linked twice. Per message, a hash (and one per candidate
 //!   weighed or learned from, for its size), binary searches on its
 //!   connection's sends and receives,
-//!   and two scans over the arrivals of its sender within `x` (at most `8 · max_candidates`
-//!   each: at the send and at the null's time).
-//!   Each arrival carries its task and a copy of the task's reply time, so the scan passes
-//!   over answered tasks without a lookup; an open task costs a set insertion and a map
-//!   lookup or two. A call in a match window is weighed once per round it takes part in
+//!   and two scans of its sender's tasks open at a time (at the send and at the null's
+//!   time): the tasks not yet answered, and, by duration class, those answered since
+//!   (`NodeTasks`: at most about twice as many as are open then, whatever the node's
+//!   request rate); each task found open costs a map lookup or two. A call in a match window is weighed once per round it takes part in
 //!   (most are decided in the first or second) and once more to learn from, plus its share of
 //!   the window's assignment (a shortest-path search per call, which ends at the first free
 //!   candidate it reaches). A reply looks at its task, and at its node's sends in its gap
@@ -430,17 +429,30 @@ struct Arrived {
 /// answered less than [`LinkConfig::tasks_margin_ns`] before the node's latest send taken in
 /// (sends come in time order; a send is weighed up to a match window after it was taken in,
 /// and the null scan looks back at most one and a half shifts).
-/// Compacted whenever the latest send has moved on by [`NodeTasks::COMPACT_NS`], so a
-/// scan visits what the node has in progress and has just finished, not what it received
-/// within `x`.
+///
+/// A scan at `at` wants the tasks open then: asked at `at`, not answered before it. The open
+/// ones are few (what the node has in progress); the answered ones are many on a busy node
+/// (at 100,000 requests/s, the margin holds tens of thousands). So the answered are kept by
+/// how long they lasted, in classes of powers of two (class `k`: `2^k` to `2^(k+1)` ns), each
+/// by the request's receive time: a task of class `k` can be open at `at` only if it was
+/// asked within `2^(k+1)` before it, so a scan visits, per class, at most about twice the
+/// tasks of that class open at `at` (an interval stabbing query in `O(answer + classes)`).
+/// Compacted whenever the latest send has moved on by [`NodeTasks::COMPACT_NS`].
 #[derive(Debug, Default)]
 struct NodeTasks {
-    /// By the request's receive time.
-    list: VecDeque<TaskRef>,
+    /// Not answered yet, by the request's receive time.
+    open: VecDeque<TaskRef>,
+    /// Answered, by duration class ([`duration_class`]), each by the request's receive time.
+    answered: Vec<VecDeque<TaskRef>>,
     /// The latest send (the node's clock) a scan was made for.
     last_send: Time,
-    /// When the list was last compacted (the latest send then).
+    /// When the lists were last compacted (the latest send then).
     compacted: Time,
+}
+
+/// The class of a task that lasted `d` ns: `floor(log2(d))` (0 for 0 and 1).
+fn duration_class(d: Time) -> usize {
+    (Time::BITS - 1 - d.max(1).leading_zeros()) as usize
 }
 
 impl NodeTasks {
@@ -454,7 +466,80 @@ impl NodeTasks {
         }
         self.compacted = self.last_send;
         let done = self.last_send.saturating_sub(margin_ns);
-        self.list.retain(|t| t.reply_ns.is_none_or(|r| r >= done));
+        for list in &mut self.answered {
+            list.retain(|t| t.reply_ns.is_none_or(|r| r >= done));
+        }
+    }
+
+    /// Takes in a task.
+    fn insert(&mut self, t: TaskRef) {
+        let list = match t.reply_ns {
+            None => &mut self.open,
+            Some(r) => {
+                let k = duration_class(r.saturating_sub(t.request_ns));
+                if self.answered.len() <= k {
+                    self.answered.resize_with(k + 1, VecDeque::new);
+                }
+                &mut self.answered[k]
+            }
+        };
+        let i = partition_point_from_back(list, |x| x.request_ns <= t.request_ns);
+        list.insert(i, t);
+    }
+
+    /// The task asked at `request_ns` (it was answered at `old`, if at all) was answered at
+    /// `reply`.
+    fn answer(&mut self, request_ns: Time, task: u64, old: Option<Time>, reply: Time) {
+        let list = match old {
+            None => &mut self.open,
+            Some(r) => match self
+                .answered
+                .get_mut(duration_class(r.saturating_sub(request_ns)))
+            {
+                Some(list) => list,
+                None => return,
+            },
+        };
+        let i = partition_point_from_back(list, |t| t.request_ns < request_ns);
+        let mut moved = Vec::new();
+        let mut j = i;
+        while j < list.len() && list[j].request_ns == request_ns {
+            if list[j].task == task {
+                moved.extend(list.remove(j));
+            } else {
+                j += 1;
+            }
+        }
+        for mut t in moved {
+            t.reply_ns = Some(reply);
+            self.insert(t);
+        }
+    }
+
+    /// Drops the tasks whose request's event time is before `before`; whether any is left.
+    fn clean(&mut self, before: Time) -> bool {
+        self.open.retain(|t| t.event_ns >= before);
+        for list in &mut self.answered {
+            list.retain(|t| t.event_ns >= before);
+        }
+        !self.open.is_empty() || self.answered.iter().any(|l| !l.is_empty())
+    }
+
+    /// Calls `f` with every task asked at or before `at` and not answered before it (and
+    /// some answered before it, for `f` to pass over): the open ones, and per duration
+    /// class those asked recently enough to last until `at`.
+    fn open_at(&self, at: Time, mut f: impl FnMut(&TaskRef)) {
+        let end = partition_point_from_back(&self.open, |t| t.request_ns <= at);
+        self.open.range(..end).for_each(&mut f);
+        for (k, list) in self.answered.iter().enumerate() {
+            // Lasted less than 2^(k+1): open at `at` only if asked after `at - 2^(k+1)`.
+            let since = at.saturating_sub(1u64.checked_shl(k as u32 + 1).unwrap_or(Time::MAX));
+            let end = partition_point_from_back(list, |t| t.request_ns <= at);
+            list.range(..end)
+                .rev()
+                .take_while(|t| t.request_ns >= since)
+                .for_each(&mut f);
+        }
     }
 }
 
@@ -1199,17 +1284,12 @@ impl Linker {
                     calls: 0,
                 },
             );
-            let list = &mut self.node_tasks.entry(a.to).or_default().list;
-            let i = partition_point_from_back(list, |t| t.request_ns <= a.local_ns);
-            list.insert(
-                i,
-                TaskRef {
-                    request_ns: a.local_ns,
-                    task: a.id,
-                    reply_ns,
-                    event_ns: a.event_ns,
-                },
-            );
+            self.node_tasks.entry(a.to).or_default().insert(TaskRef {
+                request_ns: a.local_ns,
+                task: a.id,
+                reply_ns,
+                event_ns: a.event_ns,
+            });
             return;
         }
         // The answer to a call linked already joins the call's task; any other arrival
@@ -1264,10 +1344,7 @@ impl Linker {
             }
             !list.is_empty()
         });
-        self.node_tasks.retain(|_, tasks| {
-            tasks.list.retain(|t| t.event_ns >= before);
-            !tasks.list.is_empty()
-        });
+        self.node_tasks.retain(|_, tasks| tasks.clean(before));
         // A node's first arrival starts afresh after a lull of `keep` (decided as arrivals
         // come); an entry is dropped once its newest arrival is far older than any lull.
         self.first_arrival
@@ -1340,20 +1417,11 @@ impl Linker {
                 if task.reply_ns.is_some_and(|r| r <= send) {
                     continue;
                 }
-                task.reply_ns = Some(send);
+                let old = task.reply_ns.replace(send);
                 task.reply_bytes = bytes;
                 // The copy in the node's list of tasks.
                 if let Some(tasks) = self.node_tasks.get_mut(&node) {
-                    let i = partition_point_from_back(&tasks.list, |t| t.request_ns < local);
-                    for t in tasks
-                        .list
-                        .range_mut(i..)
-                        .take_while(|t| t.request_ns == local)
-                    {
-                        if t.task == id {
-                            t.reply_ns = Some(send);
-                        }
-                    }
+                    tasks.answer(local, id, old, send);
                 }
             }
         }
@@ -2364,9 +2432,8 @@ impl Linker {
     /// A two-sided send's candidates are the latest arrival (at or before the send) of each
     /// task of its node that is open (not answered before the send, nor before the send's
     /// own answer came back), and for a send to a fixed port, the arrivals that belong to no
-    /// task. The node's list of tasks holds those still open and those answered shortly
-    /// before its latest send, so a scan costs what the node has in progress, not what it
-    /// received within `x`.
+    /// task. [`NodeTasks::open_at`] finds the tasks open at `at`, so a scan costs what the
+    /// node had in progress then, not what it received within `x` or the margin.
     fn scan(&mut self, scan: &Scan, candidates: &mut Vec<Candidate>) {
         let Scan {
             at,
@@ -2404,16 +2471,15 @@ impl Linker {
         // Answered before this send or before the call's own answer came.
         let answered = |r: Time| r < at || nested_until.is_some_and(|n| r < n);
         if let Some(tasks) = self.node_tasks.get(&from) {
-            let end = partition_point_from_back(&tasks.list, |t| t.request_ns <= at);
-            for t in tasks.list.range(..end) {
+            tasks.open_at(at, |t| {
                 if t.reply_ns.is_some_and(answered) {
-                    continue;
+                    return;
                 }
                 let Some(task) = self.tasks.get(&t.task) else {
-                    continue;
+                    return;
                 };
                 if Some(task.served) == calls_back {
-                    continue;
+                    return;
                 }
                 // The task's latest message at or before the send (its earlier messages
                 // caused its earlier sends).
@@ -2421,10 +2487,10 @@ impl Linker {
                 let Some(&(local, aid, kind_from, request)) =
                     task.arrivals[..i].iter().rev().find(|a| a.1 != id)
                 else {
-                    continue;
+                    return;
                 };
                 if at - local > x {
-                    continue;
+                    return;
                 }
                 candidates.push(Candidate::new(
                     aid,
@@ -2436,7 +2502,7 @@ impl Linker {
                         .and_then(|(n, r)| r.checked_sub(n)),
                     penalty(&self.caused, aid, before_event),
                 ));
-            }
+            });
         }
         if callee {
             // A message to an ephemeral port that answers nothing: its thread of work is
@@ -2458,7 +2524,12 @@ impl Linker {
             }
         }
         // The `max_candidates` most recent.
-        candidates[start..].sort_by(|a, b| a.delay.cmp(&b.delay).then(b.id.cmp(&a.id)));
+        candidates[start..].sort_by(|a, b| {
+            a.delay
+                .cmp(&b.delay)
+                .then(b.id.cmp(&a.id))
+                .then(a.task.cmp(&b.task))
+        });
         candidates.truncate(start + keep);
     }
 
@@ -2952,6 +3023,57 @@ mod tests {
 
     fn run(messages: Vec<Message>) -> Vec<Linked> {
         run_with(messages, LinkConfig::default())
+    }
+
+    proptest::proptest! {
+        /// A node's tasks found open at a time are exactly those asked by then and not
+        /// answered before it, whatever their durations and however replies came and moved
+        /// (some answered twice, the second time earlier).
+        #[test]
+        fn tasks_open_at_a_time_are_found(
+            tasks in proptest::collection::vec(
+                (0u64..1_000_000, proptest::option::of(0u64..1u64 << 40), proptest::option::of(0u64..1000)),
+                1..60,
+            ),
+            probes in proptest::collection::vec(0u64..2_000_000_000_000, 1..20),
+        ) {
+            let mut node = NodeTasks::default();
+            let mut truth = Vec::new();
+            for (i, &(request_ns, first, earlier)) in tasks.iter().enumerate() {
+                let task = i as u64;
+                // Known at insertion or told later.
+                let at_insert = first.filter(|d| d % 2 == 0).map(|d| request_ns + d);
+                node.insert(TaskRef { request_ns, task, reply_ns: at_insert, event_ns: 0 });
+                let mut reply = at_insert;
+                if at_insert.is_none() {
+                    if let Some(d) = first {
+                        node.answer(request_ns, task, None, request_ns + d);
+                        reply = Some(request_ns + d);
+                    }
+                }
+                if let (Some(r), Some(e)) = (reply, earlier) {
+                    let new = request_ns + (r - request_ns) * e / 1000;
+                    node.answer(request_ns, task, reply, new);
+                    reply = Some(new);
+                }
+                truth.push((request_ns, task, reply));
+            }
+            for at in probes {
+                let mut found = Vec::new();
+                node.open_at(at, |t| {
+                    if t.reply_ns.is_none_or(|r| r >= at) {
+                        found.push(t.task);
+                    }
+                });
+                found.sort_unstable();
+                let expected: Vec<u64> = truth
+                    .iter()
+                    .filter(|&&(q, _, r)| q <= at && r.is_none_or(|r| r >= at))
+                    .map(|t| t.1)
+                    .collect();
+                proptest::prop_assert_eq!(found, expected);
+            }
+        }
     }
 
     fn run_with(messages: Vec<Message>, config: LinkConfig) -> Vec<Linked> {
