@@ -2500,7 +2500,8 @@ impl Linker {
                     nested_until
                         .zip(task.reply_ns)
                         .and_then(|(n, r)| r.checked_sub(n)),
-                    penalty(&self.caused, aid, before_event),
+                    // Weighed by the penalty once the most recent are chosen.
+                    1.0,
                 ));
             });
         }
@@ -2524,13 +2525,22 @@ impl Linker {
             }
         }
         // The `max_candidates` most recent.
-        candidates[start..].sort_by(|a, b| {
+        let order = |a: &Candidate, b: &Candidate| {
             a.delay
                 .cmp(&b.delay)
                 .then(b.id.cmp(&a.id))
                 .then(a.task.cmp(&b.task))
-        });
+        };
+        let found = &mut candidates[start..];
+        if found.len() > keep {
+            found.select_nth_unstable_by(keep, order);
+        }
         candidates.truncate(start + keep);
+        candidates[start..].sort_by(order);
+        for c in candidates[start..].iter_mut().filter(|c| c.task.is_some()) {
+            let w = penalty(&self.caused, c.id, before_event);
+            (c.structural, c.learned, c.weight) = (w, w, w);
+        }
     }
 
     /// Records the task of the send by `node` on `conn` at `send`.
