@@ -22,20 +22,28 @@ pub fn measure_child(cmd: &[String]) {
         .spawn()
         .unwrap();
     let status_file = format!("/proc/{}/status", child.id());
-    let mut samples = Vec::new();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        let rss = std::fs::read_to_string(&status_file).ok().and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+    // The resident set is sampled on a thread of its own, so that the wall time is the
+    // child's to the microsecond, not rounded up to the next sample.
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let (status, wall, samples) = std::thread::scope(|scope| {
+        let sampler = scope.spawn(|| {
+            let mut samples = Vec::new();
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                let rss = std::fs::read_to_string(&status_file).ok().and_then(|s| {
+                    s.lines()
+                        .find_map(|l| l.strip_prefix("VmRSS:"))
+                        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+                });
+                samples.extend(rss.map(|kib| kib.to_string()));
+                std::thread::sleep(RSS_EVERY);
+            }
+            samples
         });
-        samples.extend(rss.map(|kib| kib.to_string()));
-        std::thread::sleep(RSS_EVERY);
-    };
-    let wall = start.elapsed().as_nanos();
+        let status = child.wait().unwrap();
+        let wall = start.elapsed().as_nanos();
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        (status, wall, sampler.join().unwrap())
+    });
     assert!(status.success(), "{cmd:?} failed");
     let usage =
         nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN).unwrap();
