@@ -716,7 +716,9 @@ pub struct AnalyzeArgs {
     #[arg(long, value_name = "RHO,...", value_delimiter = ',', default_values_t = [1.0, 0.5, 0.2, 0.1], help_heading = "Paths")]
     pub order_prior: Vec<f64>,
     /// Linking: the longest a node may hold a message before sending what it caused (WAP5's
-    /// x); longer gaps are not causal.
+    /// x); longer gaps are not causal. A path waits at most this long for more children of a
+    /// message; less once its node's children's delays are learned (twice their 99.9th
+    /// percentile), so live paths are reported sooner.
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration, help_heading = "Paths")]
     pub max_delay: Duration,
     /// Linking: being spontaneous weighs as much as a delay of Y times the pair's mean delay

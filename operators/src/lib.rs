@@ -75,6 +75,7 @@ pub(crate) fn follow_frontier_one(
 
 pub mod alert;
 pub mod assign;
+pub mod child_wait;
 pub mod clock;
 pub mod conn;
 pub mod correlate;

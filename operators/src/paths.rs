@@ -20,8 +20,10 @@
 //!   made and answered in between, says the instance is missing that call, and the instance
 //!   counts that much less; a reply as soon after a doubtful call's answer as such replies
 //!   come says the call was right, and the instance counts more), at most 1. An instance is
-//!   final once its newest message is
-//!   `max_delay_ns` plus the lateness old (no child can still arrive), or once its root is
+//!   final once no child can still arrive to any message it may hold: each message's event
+//!   time plus the wait learned for its receiver ([`ChildWaits`]: twice the 99.9th
+//!   percentile of that node's children's delays, at most `max_delay_ns`; `max_delay_ns`
+//!   until enough children were seen) plus the lateness, or once its root is
 //!   `max_path_ns` old; a root is judged just before the first message at or after that
 //!   time is taken in (messages are taken in event-time order), so that the outcome does not
 //!   depend on how the frontier moved. Nodes are named as in the messages,
@@ -72,6 +74,7 @@ use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::Operator;
 
 use crate::FastMap;
+use crate::child_wait::ChildWaits;
 use crate::dist::{Dist, Summary};
 use crate::link::{Linked, ONE, Prob};
 use crate::message::Message;
@@ -675,8 +678,10 @@ struct Paths {
     /// Where the restored run resumed, and the newest message inserted since.
     resumed_ns: Time,
     newest_ns: Time,
-    /// Scratch of [`Paths::newest_reachable`]: the messages seen, and those to visit.
+    /// Scratch of [`Paths::settled_at`]: the messages seen, and those to visit.
     reach_scratch: (Vec<u64>, Vec<u64>),
+    /// How long a message into each node may still get a child, learned.
+    waits: ChildWaits,
 }
 
 impl Paths {
@@ -765,6 +770,17 @@ impl Paths {
         shed::capped(self.unshed_settle())
     }
 
+    /// How long after a message into `node` a child may still come: what `node`'s children
+    /// have taken ([`ChildWaits`], at most `max_delay_ns`) and the lateness; under memory
+    /// pressure at most the cap.
+    fn wait_after(&self, node: u64) -> Time {
+        shed::capped(
+            self.waits
+                .wait(node, self.config.max_delay_ns)
+                .saturating_add(self.config.lateness_ns),
+        )
+    }
+
     /// [`Self::settle`] without the cap.
     fn unshed_settle(&self) -> Time {
         self.config
@@ -794,13 +810,19 @@ impl Paths {
             t,
         );
         let slot = self.entries.base + self.entries.len() as u64;
+        self.waits.arrival(keys.1);
         for &(p, q) in &l.parents {
             match self
                 .entries
                 .slot(p)
                 .and_then(|ps| self.entries.get_mut(&ps))
             {
-                Some(e) => e.children.push((slot, q)),
+                Some(e) => {
+                    e.children.push((slot, q));
+                    if l.best == Some(p) {
+                        self.waits.child(e.keys.1, t.saturating_sub(e.event_ns));
+                    }
+                }
                 // The parent's event time (its sender's clock, coarsely aligned) may fall
                 // after the child's: keep the link until the parent comes.
                 None => self.orphans.entry(p).or_default().push((t, slot, q)),
@@ -813,7 +835,7 @@ impl Paths {
             .unwrap_or_default();
         let s = f64::from(l.spontaneous) / f64::from(ONE);
         if decide(s, l.best.is_none()) != Decision::False {
-            self.judge_at(t.saturating_add(self.settle()), l.id, slot);
+            self.judge_at(t.saturating_add(self.wait_after(keys.1)), l.id, slot);
             self.pending_roots.insert((t, l.id));
         }
         self.entries.push(Entry {
@@ -830,14 +852,16 @@ impl Paths {
             .get_or_insert((t / self.config.every_ns + 1) * self.config.every_ns);
     }
 
-    /// The newest event time among the messages any instance from `root` may hold: those
-    /// reachable by links that are not probably false (a superset of every instance, found
-    /// without enumerating them; at most `4 * MAX_MESSAGES` are visited).
-    fn newest_reachable(&mut self, root: u64) -> Time {
+    /// When no child can come any more to the messages any instance from `root` may hold:
+    /// the latest of their event times plus [`Self::wait_after`] their receivers. The
+    /// messages are those reachable by links that are not probably false (a superset of
+    /// every instance, found without enumerating them; at most `4 * MAX_MESSAGES` are
+    /// visited).
+    fn settled_at(&mut self, root: u64) -> Time {
         let Some(r) = self.entries.get(&root) else {
             return 0;
         };
-        let mut newest = r.event_ns;
+        let mut newest = r.event_ns.saturating_add(self.wait_after(r.keys.1));
         let (mut seen, mut stack) = std::mem::take(&mut self.reach_scratch);
         seen.clear();
         stack.clear();
@@ -859,7 +883,7 @@ impl Paths {
                     continue;
                 }
                 seen.push(c);
-                newest = newest.max(ce.event_ns);
+                newest = newest.max(ce.event_ns.saturating_add(self.wait_after(ce.keys.1)));
                 stack.push(c);
             }
         }
@@ -1321,7 +1345,7 @@ impl Paths {
             let Some(root_ns) = self.entries.get(&root).map(|e| e.event_ns) else {
                 continue;
             };
-            let settled = self.newest_reachable(root).saturating_add(self.settle());
+            let settled = self.settled_at(root);
             // Judged at `ready`, not at the frontier: every message before `ready` is in and
             // none after it (see the operator's loop), so the outcome does not depend on how
             // the frontier moved.
@@ -1622,6 +1646,7 @@ impl<'scope> BuildPaths<'scope> for Stream<'scope, Time, Vec<Linked>> {
                     resumed_ns: 0,
                     newest_ns: 0,
                     reach_scratch: Default::default(),
+                    waits: ChildWaits::default(),
                 };
                 if here == last {
                     if let Some(c) = paths.config.checkpoint.clone() {
