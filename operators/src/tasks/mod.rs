@@ -231,6 +231,8 @@ struct Linker {
     model: Model,
     events: Events,
     roles: Roles,
+    /// Roles told at departures whose arrivals are still queued, by id.
+    roles_told: FastMap<u64, Role>,
     /// Departures taken in whose decision is not final yet, by id: (time, message).
     pending: FastMap<u64, (Time, Box<Held>)>,
     /// The times of `pending`, for the output's capability.
@@ -248,6 +250,7 @@ impl Linker {
         Linker {
             model: Model::new(model_config),
             roles: Roles::new(config.model.task_timeout_ns),
+            roles_told: FastMap::default(),
             events: Events::default(),
             pending: FastMap::default(),
             pending_times: BTreeSet::new(),
@@ -261,12 +264,12 @@ impl Linker {
     fn take(&mut self, m: Box<Message>) {
         let src = node_key(&m.src);
         let dst = node_key(&m.dst);
-        let role = self.roles.role(&m, src, dst);
         let seen = Seen {
             id: message_id(&m),
             src,
             dst,
-            role,
+            // Told once the message is taken in event-time order (`Roles`).
+            role: Role::Request,
             send_local: m.send_ns,
             recv_local: m.recv_ns,
             conn: connection(&m, src, dst),
@@ -320,6 +323,11 @@ impl Linker {
             .take(max)
             .take_while(|h| cut.is_none_or(|t| h.message.event_ns < t))
             .count();
+        // The roles as the linker will tell them, in the same order: the warm-up's alone.
+        let mut roles = Roles::new(self.config.model.task_timeout_ns);
+        for h in &mut held[..n] {
+            h.seen.role = roles.role(&h.message, h.seen.src, h.seen.dst);
+        }
         self.model = warm_up(&self.config, &held[..n]);
         for h in held {
             self.events.push(h);
@@ -334,20 +342,28 @@ impl Linker {
         let unshed = now.map(|n| n.saturating_sub(self.config.lateness_ns));
         while let Some((t, _, e)) = self.events.queue.pop_before(bound) {
             match e {
-                Event::Arrive(s) => self.model.arrive(&s),
-                Event::Depart(h) => {
+                Event::Arrive(mut s) => {
+                    // Its departure, at or before it, told its role.
+                    if let Some(role) = self.roles_told.remove(&s.id) {
+                        s.role = role;
+                    }
+                    self.model.arrive(&s);
+                }
+                Event::Depart(mut h) => {
                     if unshed.is_some_and(|u| t >= u) {
                         shed::note(shed::Stage::Tasks, 1);
                     }
                     let id = h.seen.id;
+                    // Roles are told in event-time order, so that they do not depend on
+                    // the order the workers' batches came in.
+                    h.seen.role = self.roles.role(&h.message, h.seen.src, h.seen.dst);
+                    self.roles_told.insert(id, h.seen.role);
                     self.model.depart(&h.seen);
                     self.pending_times.insert((t, id));
                     self.pending.insert(id, (t, h));
                     if self.model.decided() % 4096 == 0 {
                         self.model.expire();
-                        if let Some(b) = bound {
-                            self.roles.expire(b);
-                        }
+                        self.roles.expire(t);
                     }
                 }
             }
