@@ -650,6 +650,50 @@ mod tests {
         assert!(out[0].from_client);
     }
 
+    /// Without `kind`, roles come from who speaks first to whom: told in event-time order,
+    /// they do not depend on the order the messages reach the operator (with several workers,
+    /// the order their batches interleave). The same trace given in time order and backwards
+    /// is linked the same.
+    #[test]
+    fn roles_do_not_depend_on_the_order_messages_come_in() {
+        let ms = 1_000_000;
+        let mut messages = Vec::new();
+        let mut t = 0;
+        for i in 0..40u64 {
+            t += (30 + (i * 7919) % 50) * ms;
+            let rows = [
+                ("client", "web", t, t + ms),
+                ("web", "db", t + 2 * ms, t + 3 * ms),
+                ("db", "web", t + 5 * ms, t + 6 * ms),
+                ("web", "client", t + 7 * ms, t + 8 * ms),
+            ];
+            for (s, d, send, recv) in rows {
+                let mut m = named(
+                    s,
+                    d,
+                    send,
+                    recv,
+                    MessageKind::Request,
+                    messages.len() as u64,
+                );
+                m.kind = None;
+                messages.push(m);
+            }
+        }
+        let config = TasksConfig {
+            warmup_ns: 10_000_000_000,
+            ..TasksConfig::default()
+        };
+        let forwards = run(messages.clone(), config.clone());
+        let backwards = run(messages.iter().rev().cloned().collect(), config);
+        let parents = |v: &[Linked]| v.iter().map(|l| l.best).collect::<Vec<_>>();
+        assert_eq!(forwards.len(), messages.len());
+        assert_eq!(parents(&forwards), parents(&backwards));
+        // And right: the web server's call is caused by the request, its reply by the answer.
+        assert_eq!(forwards[1].best, Some(message_id(&messages[0])));
+        assert_eq!(forwards[3].best, Some(message_id(&messages[2])));
+    }
+
     /// A job queue: a producer pushes jobs to a queue server, whose reply to a worker's
     /// long-waiting pop follows the push by 50 µs; the worker then calls a service. The
     /// pop's reply is caused by the push, another connection's message, and the worker's call
