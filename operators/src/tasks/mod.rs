@@ -22,7 +22,9 @@
 //!   answered when a push comes in). Where each message's role comes from: the input's `kind`
 //!   (`call`/`request` asks, `return`/`response` answers, `message` is one-way); else the
 //!   ports (a message to a fixed port asks, [`Ports`]); else, for names, which of two nodes
-//!   spoke to the other first. Nothing is keyed to a generator's preset.
+//!   spoke to the other first. Roles are told in event-time order as departures are taken
+//!   in, so they do not depend on how the workers' batches interleave. Nothing is keyed to a
+//!   generator's preset.
 //! - **Warm start**: the input is held until the first `warmup_max` messages by event time
 //!   are in (the frontier, less the lateness, is past them), or the frontier has passed the
 //!   first `warmup_ns` of event time; which messages it learns from depends on event time
