@@ -444,6 +444,8 @@ struct NodeTasks {
     open: VecDeque<TaskRef>,
     /// Answered, by duration class ([`duration_class`]), each by the request's receive time.
     answered: Vec<VecDeque<TaskRef>>,
+    /// Bit `k` set: class `k` of `answered` is not empty (a scan visits only those).
+    classes: u64,
     /// The latest send (the node's clock) a scan was made for.
     last_send: Time,
     /// When the lists were last compacted (the latest send then).
@@ -469,6 +471,17 @@ impl NodeTasks {
         for list in &mut self.answered {
             list.retain(|t| t.reply_ns.is_none_or(|r| r >= done));
         }
+        self.recount();
+    }
+
+    /// Works out [`NodeTasks::classes`] again.
+    fn recount(&mut self) {
+        self.classes = self
+            .answered
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| !l.is_empty())
+            .fold(0, |bits, (k, _)| bits | 1 << k);
     }
 
     /// Takes in a task.
@@ -480,6 +493,7 @@ impl NodeTasks {
                 if self.answered.len() <= k {
                     self.answered.resize_with(k + 1, VecDeque::new);
                 }
+                self.classes |= 1 << k;
                 &mut self.answered[k]
             }
         };
@@ -510,6 +524,9 @@ impl NodeTasks {
                 j += 1;
             }
         }
+        if old.is_some() && list.is_empty() {
+            self.recount();
+        }
         for mut t in moved {
             t.reply_ns = Some(reply);
             self.insert(t);
@@ -522,7 +539,8 @@ impl NodeTasks {
         for list in &mut self.answered {
             list.retain(|t| t.event_ns >= before);
         }
-        !self.open.is_empty() || self.answered.iter().any(|l| !l.is_empty())
+        self.recount();
+        !self.open.is_empty() || self.classes != 0
     }
 
     /// Calls `f` with every task asked at or before `at` and not answered before it (and
@@ -531,9 +549,13 @@ impl NodeTasks {
     fn open_at(&self, at: Time, mut f: impl FnMut(&TaskRef)) {
         let end = partition_point_from_back(&self.open, |t| t.request_ns <= at);
         self.open.range(..end).for_each(&mut f);
-        for (k, list) in self.answered.iter().enumerate() {
+        let mut classes = self.classes;
+        while classes != 0 {
+            let k = classes.trailing_zeros();
+            classes &= classes - 1;
+            let list = &self.answered[k as usize];
             // Lasted less than 2^(k+1): open at `at` only if asked after `at - 2^(k+1)`.
-            let since = at.saturating_sub(1u64.checked_shl(k as u32 + 1).unwrap_or(Time::MAX));
+            let since = at.saturating_sub(1u64.checked_shl(k + 1).unwrap_or(Time::MAX));
             let end = partition_point_from_back(list, |t| t.request_ns <= at);
             list.range(..end)
                 .rev()
