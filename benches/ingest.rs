@@ -19,7 +19,7 @@ mod harness;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use harness::{flag, list_flag, measure, measure_child, warm, which};
+use harness::{bench_data, flag, list_flag, measure_child, median_of, warm, which};
 
 /// Captures: preset, extra generator options, packets per message (measured; used to size
 /// the generation, the real count is read back).
@@ -37,8 +37,7 @@ fn main() {
     let sizes = list_flag(&args, "--packets").unwrap_or(vec![1_000_000, 3_000_000, 10_000_000]);
     let runs: usize = flag(&args, "--runs").unwrap_or(3);
     let causeway = PathBuf::from(env!("CARGO_BIN_EXE_causeway"));
-    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-data");
-    std::fs::create_dir_all(&data).unwrap();
+    let data = bench_data();
     let tcpdump = which("tcpdump");
     if tcpdump.is_none() {
         eprintln!("tcpdump not found: reporting causeway alone");
@@ -83,10 +82,7 @@ fn main() {
         }
         let mut walls = Vec::new();
         for (tool, cmd) in rows {
-            let mut samples: Vec<(f64, u64)> = (0..runs).map(|_| measure(&cmd)).collect();
-            samples.sort_by(|a, b| a.0.total_cmp(&b.0));
-            let (wall, _) = samples[samples.len() / 2];
-            let rss = samples.iter().map(|s| s.1).max().unwrap_or(0);
+            let (wall, rss) = median_of(&cmd, runs);
             println!(
                 "{:<32} {:>9} {:>9.0}  {:<9} {:>8.3} {:>12.2} {:>7.0} {:>12.1}",
                 file.parent()

@@ -23,7 +23,7 @@ mod harness;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use harness::{analyze_args, flag, list_flag, measure, measure_child, warm, which};
+use harness::{analyze_args, bench_data, flag, list_flag, measure_child, median_of, warm, which};
 
 fn main() {
     let mut args: Vec<String> = std::env::args().collect();
@@ -36,8 +36,7 @@ fn main() {
     let runs: usize = flag(&args, "--runs").unwrap_or(3);
     let workers: usize = flag(&args, "--workers").unwrap_or(2);
     let causeway = PathBuf::from(env!("CARGO_BIN_EXE_causeway"));
-    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-data");
-    std::fs::create_dir_all(&data).unwrap();
+    let data = bench_data();
     let tcpdump = which("tcpdump");
     if tcpdump.is_none() {
         eprintln!("tcpdump not found: reporting causeway alone");
@@ -96,10 +95,7 @@ fn main() {
         }
         let mut walls = Vec::new();
         for (tool, cmd) in rows {
-            let mut samples: Vec<(f64, u64)> = (0..runs).map(|_| measure(&cmd)).collect();
-            samples.sort_by(|a, b| a.0.total_cmp(&b.0));
-            let (wall, _) = samples[samples.len() / 2];
-            let rss = samples.iter().map(|s| s.1).max().unwrap_or(0);
+            let (wall, rss) = median_of(&cmd, runs);
             walls.push(wall);
             let ratio = if walls.len() == 2 {
                 format!("{:.2}", walls[0] / walls[1])

@@ -38,7 +38,7 @@ use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use harness::{flag, measure, measure_child, warm};
+use harness::{flag, measure_child, median_of, warm};
 use serde_json::Value;
 
 struct Scenario {
@@ -121,10 +121,7 @@ fn main() {
             out.display().to_string(),
         ];
         cmd.extend(inputs.iter().map(|p| p.display().to_string()));
-        let mut samples: Vec<(f64, u64)> = (0..runs).map(|_| measure(&cmd)).collect();
-        samples.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let (wall, _) = samples[samples.len() / 2];
-        let rss = samples.iter().map(|s| s.1).max().unwrap_or(0);
+        let (wall, rss) = median_of(&cmd, runs);
         let score = score(&truth, &out);
         println!(
             "{:<8} {:>8} {:>9} {:>10.0}  {:>11.4} / {:<11.4} {:>9}/{}/{}  {:>7}/{:<7} {:>6.2}%  {:>7}  {:>6.3}  {:>6.2}  {:>11.1}",

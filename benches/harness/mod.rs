@@ -57,6 +57,21 @@ pub fn measure(cmd: &[String]) -> (f64, u64) {
     (wall, rss)
 }
 
+/// [`measure`] `runs` times: the median wall time (s) and the largest peak RSS (KiB).
+pub fn median_of(cmd: &[String], runs: usize) -> (f64, u64) {
+    let mut samples: Vec<(f64, u64)> = (0..runs.max(1)).map(|_| measure(cmd)).collect();
+    samples.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let rss = samples.iter().map(|s| s.1).max().unwrap_or(0);
+    (samples[samples.len() / 2].0, rss)
+}
+
+/// Where the harnesses keep what they generate (`target/bench-data/`), created.
+pub fn bench_data() -> PathBuf {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-data");
+    std::fs::create_dir_all(&data).unwrap();
+    data
+}
+
 /// [`measure`], and the resident set sampled every [`RSS_EVERY`] while it ran (KiB).
 pub fn measure_profile(cmd: &[String]) -> (f64, u64, Vec<u64>) {
     let out = Command::new(std::env::current_exe().unwrap())
