@@ -19,7 +19,7 @@ mod harness;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use harness::{bench_data, flag, list_flag, measure_child, median_of, warm, which};
+use harness::{bench_data, flag, list_flag, measure_child, median_of, warm};
 
 /// Captures: preset, extra generator options, packets per message (measured; used to size
 /// the generation, the real count is read back).
@@ -38,10 +38,7 @@ fn main() {
     let runs: usize = flag(&args, "--runs").unwrap_or(3);
     let causeway = PathBuf::from(env!("CARGO_BIN_EXE_causeway"));
     let data = bench_data();
-    let tcpdump = which("tcpdump");
-    if tcpdump.is_none() {
-        eprintln!("tcpdump not found: reporting causeway alone");
-    }
+    let tcpdump = harness::tcpdump();
     println!(
         "capture                 packets        MB  tool        wall s   Mpackets/s    MB/s  peak RSS MB"
     );

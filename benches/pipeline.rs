@@ -23,7 +23,7 @@ mod harness;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use harness::{analyze_args, bench_data, flag, list_flag, measure_child, median_of, warm, which};
+use harness::{analyze_args, bench_data, flag, list_flag, measure_child, median_of, warm};
 
 fn main() {
     let mut args: Vec<String> = std::env::args().collect();
@@ -37,10 +37,7 @@ fn main() {
     let workers: usize = flag(&args, "--workers").unwrap_or(2);
     let causeway = PathBuf::from(env!("CARGO_BIN_EXE_causeway"));
     let data = bench_data();
-    let tcpdump = which("tcpdump");
-    if tcpdump.is_none() {
-        eprintln!("tcpdump not found: reporting causeway alone");
-    }
+    let tcpdump = harness::tcpdump();
     println!(
         "analyze --workers {workers} --emit patterns,stats {}",
         extra.join(" ")

@@ -65,6 +65,16 @@ pub fn median_of(cmd: &[String], runs: usize) -> (f64, u64) {
     (samples[samples.len() / 2].0, rss)
 }
 
+/// tcpdump, for the harnesses that read their captures beside it; `None` (said once on
+/// stderr) if it is not installed.
+pub fn tcpdump() -> Option<PathBuf> {
+    let found = which("tcpdump");
+    if found.is_none() {
+        eprintln!("tcpdump not found: reporting causeway alone");
+    }
+    found
+}
+
 /// Where the harnesses keep what they generate (`target/bench-data/`), created.
 pub fn bench_data() -> PathBuf {
     let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-data");

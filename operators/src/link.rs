@@ -160,8 +160,9 @@
 //!   and two scans of its sender's tasks open at a time (at the send and at the null's
 //!   time): the tasks not yet answered, and, by duration class, those answered since
 //!   (`NodeTasks`: at most about twice as many as are open then, whatever the node's
-//!   request rate); each task found open costs a map lookup or two. A call in a match window is weighed once per round it takes part in
-//!   (most are decided in the first or second) and once more to learn from, plus its share of
+//!   request rate); each task found open costs a map lookup or two. A call in a match
+//!   window is weighed once per round it takes part in (most are decided in the first or
+//!   second) and once more to learn from, plus its share of
 //!   the window's assignment (a shortest-path search per call, which ends at the first free
 //!   candidate it reaches). A reply looks at its task, and at its node's sends in its gap
 //!   and in the gap shifted (a binary search each, and a scan up to the first call answered
@@ -515,7 +516,8 @@ impl NodeTasks {
             },
         };
         let i = partition_point_from_back(list, |t| t.request_ns < request_ns);
-        let mut moved = Vec::new();
+        // Every copy (a request taken in twice has two), without allocating for the one.
+        let mut moved: SmallVec<[TaskRef; 1]> = SmallVec::new();
         let mut j = i;
         while j < list.len() && list[j].request_ns == request_ns {
             if list[j].task == task {
