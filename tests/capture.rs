@@ -360,7 +360,12 @@ fn a_log_cut_short_is_read_up_to_the_damage() {
     .unwrap();
     let _ = server.kill();
     let _ = server.wait();
-    assert!(out.status.success());
+    assert!(
+        out.status.success(),
+        "curl under capture: {}; stderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
     let logs: Vec<_> = std::fs::read_dir(&cap)
         .unwrap()
         .map(|e| e.unwrap().path())
