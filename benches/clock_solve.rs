@@ -1,4 +1,4 @@
-//! Criterion benchmark of `clock`'s consistency solve ([`causeway_operators::pairwise::solve`]):
+//! Criterion benchmark of `clock`'s consistency solve ([`causeway_operators::clock::pairwise::solve`]):
 //! what one solve costs (`clock` runs one per second boundary of event time) on the two
 //! shapes of domain graph the harnesses meet: 17 domains in a mesh (the linking trace:
 //! servers and a few client hosts, each host a clock domain) and 6 servers with 647 client
@@ -10,7 +10,7 @@
 
 use std::hint::black_box;
 
-use causeway_operators::pairwise::solve;
+use causeway_operators::clock::pairwise::solve;
 use criterion::{Criterion, criterion_group, criterion_main};
 
 /// Servers `0..servers` pairwise connected, then `clients` nodes that each talk to servers 0

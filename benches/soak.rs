@@ -81,7 +81,7 @@ fn main() {
         .env(
             "CAUSEWAY_LOG",
             std::env::var("CAUSEWAY_LOG")
-                .unwrap_or_else(|_| "warn,causeway_operators::paths=debug".into()),
+                .unwrap_or_else(|_| "warn,causeway_operators::paths::build=debug".into()),
         )
         .stdout(Stdio::null())
         .stderr(log)

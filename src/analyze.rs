@@ -30,10 +30,10 @@ use crate::cli::{
 use crate::engine::{self, Emit, Job, SnifferJob, TcpJob};
 use crate::progress::Progress;
 use causeway_operators::AlertConfig;
-use causeway_operators::correlate::CorrelateConfig;
-use causeway_operators::paths::{CheckpointConfig, PathsCheckpoint};
-use causeway_operators::problem::SnapConfig;
-use causeway_operators::resources::Resources;
+use causeway_operators::paths::build::{CheckpointConfig, PathsCheckpoint};
+use causeway_operators::tcp::correlate::CorrelateConfig;
+use causeway_operators::tcp::problem::SnapConfig;
+use causeway_operators::tcp::resources::Resources;
 
 /// Parses the inputs and names their origins.
 pub fn inputs(args: &[String]) -> (Vec<InputSpec>, Origins) {
@@ -393,7 +393,7 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
         },
         tasks: match (args.linker, traces_only && boot.named_traces) {
             (LinkerArg::Tasks, _) | (LinkerArg::Auto, true) => Some(TasksConfig {
-                model: causeway_operators::tasks::model::ModelConfig {
+                model: causeway_operators::paths::tasks::model::ModelConfig {
                     max_delay_ns: args.max_delay.as_nanos() as u64,
                     ..Default::default()
                 },

@@ -31,7 +31,7 @@ use std::sync::Arc;
 
 use anyhow::Result;
 use causeway_operators::Names;
-use causeway_operators::topology::{Homes, Placement};
+use causeway_operators::reconcile::topology::{Homes, Placement};
 use causeway_sources::clocks::{Evidence, How, Solution};
 use causeway_sources::decode::DecodeOptions;
 use causeway_sources::input::is_pipe;

@@ -24,11 +24,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use anyhow::{Context, Result, anyhow, bail};
-use causeway_operators::correlate::{Correlate, CorrelateConfig, Correlated};
-use causeway_operators::problem::SnapConfig;
-use causeway_operators::resources::Resources;
-use causeway_operators::snap::{SampleDeltas, Snap};
-use causeway_operators::tcp_packets::TcpPackets;
+use causeway_operators::tcp::correlate::{Correlate, CorrelateConfig, Correlated};
+use causeway_operators::tcp::packets::TcpPackets;
+use causeway_operators::tcp::problem::SnapConfig;
+use causeway_operators::tcp::resources::Resources;
+use causeway_operators::tcp::snap::{SampleDeltas, Snap};
 use causeway_operators::{AlertConfig, AlertRules};
 use causeway_operators::{
     Bounds, BuildPaths, CallMessages, CallsConfig, Clock, ClockConfig, CollectStats, Correct,

@@ -457,7 +457,10 @@ fn pattern_memory_bounds_the_table_and_keeps_the_busiest_patterns() {
             .args(["analyze", "--format", "jsonl", "--emit", "patterns"])
             .args(["--emit-every", "5s", "--pattern-memory", memory])
             .args(["--names", &names, &csv])
-            .env("CAUSEWAY_LOG", "info,causeway_operators::paths=debug")
+            .env(
+                "CAUSEWAY_LOG",
+                "info,causeway_operators::paths::build=debug",
+            )
             .output()
             .unwrap();
         assert!(out.status.success());

@@ -74,34 +74,20 @@ pub(crate) fn follow_frontier_one(
 }
 
 pub mod alert;
-pub mod assign;
-pub mod child_wait;
 pub mod clock;
 pub mod conn;
-pub mod correlate;
-pub mod density;
 pub mod dist;
 pub mod domain;
-pub mod flows;
-pub mod link;
 pub mod message;
 pub mod names;
-pub mod nat;
-pub mod pairwise;
 pub mod paths;
-pub mod pattern;
 pub mod ports;
-pub mod problem;
 pub mod recent;
 pub mod reconcile;
 pub mod reorder;
-pub mod resources;
 pub mod rows;
-pub mod snap;
 pub mod stats;
-pub mod tasks;
-pub mod tcp_packets;
-pub mod topology;
+pub mod tcp;
 
 pub use alert::{Alert, AlertConfig, AlertRule, AlertRules, RuleFinding};
 pub use clock::{
@@ -109,20 +95,20 @@ pub use clock::{
 };
 pub use dist::{Dist, Summary};
 pub use domain::Domain;
-pub use flows::{Flow, FlowConfig, FlowEnd, Flows};
-pub use link::{DelayEstimate, DelayModel, Link, LinkConfig, Linked};
 pub use message::{Message, MessageStream};
 pub use names::{Names, NamesError, NodeCache, NodeName};
-pub use nat::{Nat, NatConfig, NatMapping};
-pub use paths::{
+pub use paths::build::{
     BuildPaths, HopStats, InstanceMessage, PathInstance, PathPattern, PathRecord, PathsConfig, Rank,
 };
-pub use pattern::PatternNode;
+pub use paths::link::{DelayEstimate, DelayModel, Link, LinkConfig, Linked};
+pub use paths::pattern::PatternNode;
+pub use paths::tasks::{TaskLink, TasksConfig};
 pub use reconcile::Sighting;
 pub use reconcile::calls::{CallMessages, CallsConfig, ReconcileCalls};
 pub use reconcile::fold::{Fold, FoldConfig};
 pub use reconcile::merge::{Merger, NatFact, Reconcile, ReconcileConfig, Reconciled};
+pub use reconcile::nat::{Nat, NatConfig, NatMapping};
+pub use reconcile::topology::{Homes, Placement};
 pub use rows::RowsToMessages;
 pub use stats::{CollectStats, OriginStats};
-pub use tasks::{TaskLink, TasksConfig};
-pub use topology::{Homes, Placement};
+pub use tcp::flows::{Flow, FlowConfig, FlowEnd, Flows};

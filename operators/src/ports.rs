@@ -21,7 +21,7 @@
 //! DNS servers, stays ephemeral.
 //!
 //! State: per endpoint not yet known to be ephemeral, up to [`FIXED_PEERS`] peers and the time it was last seen; per node
-//! ([`crate::link::node_key`]), whether it has a fixed endpoint. Endpoints not seen for `idle_ns` are forgotten
+//! ([`crate::paths::link::node_key`]), whether it has a fixed endpoint. Endpoints not seen for `idle_ns` are forgotten
 //! ([`Ports::expire`]), so the table follows the live endpoints, not the length of the run.
 
 use std::collections::HashMap;

@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 
 use causeway_operators::Alert;
-use causeway_operators::correlate::Correlation;
-use causeway_operators::problem::ConnProblem;
+use causeway_operators::tcp::correlate::Correlation;
+use causeway_operators::tcp::problem::ConnProblem;
 use causeway_operators::{
     ClockOffset, Domain, Flow, HopStats, Message, NatMapping, OriginStats, PathInstance,
     PathPattern, PatternNode, Summary,

@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BinaryHeap};
 use std::fmt::Write as _;
 use std::time::{Duration, UNIX_EPOCH};
 
-use causeway_operators::correlate::Correlation;
+use causeway_operators::tcp::correlate::Correlation;
 use causeway_operators::{
     ClockOffset, Flow, HopStats, NodeName, OriginStats, PathPattern, PatternNode, Rank,
 };

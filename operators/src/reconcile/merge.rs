@@ -43,7 +43,7 @@ use crate::conn::Deadlines;
 use crate::domain::Domain;
 use crate::message::{Message, MessageStream};
 use crate::names::{Names, NodeCache};
-use crate::topology::Homes;
+use crate::reconcile::topology::Homes;
 
 /// How long `reconcile` waits for a message's sightings.
 #[derive(Clone, Copy, Debug)]
@@ -425,7 +425,7 @@ impl<'scope> Reconcile<'scope> for Stream<'scope, Time, Vec<Sighting>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::topology::Placement;
+    use crate::reconcile::topology::Placement;
     use std::collections::BTreeSet;
 
     fn sighting(origin: u16, src: &str, dst: &str, first: Time, ttl: u8) -> Sighting {

@@ -16,10 +16,16 @@
 //!
 //! Socket-call logs take a third operator, [`calls`]: both ends of a connection logged their
 //! own sends and receives, which meet by stream offset (datagrams by payload hash).
+//!
+//! Beside them: [`nat`] learns address translations from the sightings whose addresses differ
+//! (WAP5 §7.1) and canonicalises messages seen on one side only; [`topology`] says which
+//! sniffer is nearest each host, so that `merge` takes each timestamp from the right one.
 
 pub mod calls;
 pub mod fold;
 pub mod merge;
+pub mod nat;
+pub mod topology;
 
 use causeway_sources::{Endpoint, OriginId, Protocol, Time};
 use serde::{Deserialize, Serialize};

@@ -74,12 +74,12 @@ use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::Operator;
 
 use crate::FastMap;
-use crate::child_wait::ChildWaits;
 use crate::dist::{Dist, Summary};
-use crate::link::{Linked, ONE, Prob};
 use crate::message::Message;
 use crate::names::Names;
-use crate::pattern::PatternNode;
+use crate::paths::child_wait::ChildWaits;
+use crate::paths::link::{Linked, ONE, Prob};
+use crate::paths::pattern::PatternNode;
 use crate::ports::Ports;
 use crate::recent::partition_point_from_back;
 use crate::reorder::{Reorder, prefetch};
@@ -349,7 +349,7 @@ pub enum PathRecord {
 }
 
 struct Entry {
-    /// The message's id ([`crate::link::message_id`]).
+    /// The message's id ([`crate::paths::link::message_id`]).
     id: u64,
     m: Box<Message>,
     /// The message's event time (read while deciding whether a root is ready, without
@@ -361,9 +361,9 @@ struct Entry {
     /// The most likely parent's id.
     best: Option<u64>,
     spontaneous: Prob,
-    /// How typical its delay is, for a reply ([`crate::link::Linked::typical`]).
+    /// How typical its delay is, for a reply ([`crate::paths::link::Linked::typical`]).
     typical: Prob,
-    /// [`node_key`](crate::link::node_key)s of the sender and receiver.
+    /// [`node_key`](crate::paths::link::node_key)s of the sender and receiver.
     keys: (u64, u64),
 }
 

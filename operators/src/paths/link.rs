@@ -188,11 +188,11 @@ use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::vec::Map;
 
 use crate::FastMap;
-use crate::assign::Assign;
-use crate::density::{
+use crate::message::{Message, MessageStream};
+use crate::paths::assign::Assign;
+use crate::paths::density::{
     CausalDensity, DelayDensity, ParentSizes, ReplySizes, SizeEvidence, TypicalDelay,
 };
-use crate::message::{Message, MessageStream};
 use crate::ports::Ports;
 use crate::recent::partition_point_from_back;
 use crate::reorder::{Reorder, Touch, prefetch};
@@ -2382,13 +2382,16 @@ impl Linker {
             let solution = assign.solve();
             uses.clear();
             uses.resize(ids.len(), 0);
-            for &c in solution.iter().filter(|&&c| c != crate::assign::NONE) {
+            for &c in solution
+                .iter()
+                .filter(|&&c| c != crate::paths::assign::NONE)
+            {
                 uses[c as usize / COPIES] += 1;
             }
             let mut decided = 0;
             for (row, &i) in undecided.iter().enumerate() {
                 let c = solution[row];
-                if c == crate::assign::NONE {
+                if c == crate::paths::assign::NONE {
                     continue;
                 }
                 let chosen = ids[c as usize / COPIES];

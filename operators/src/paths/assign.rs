@@ -3,7 +3,7 @@
 //! with a private way out (left unassigned at a cost of its own), so that a full assignment
 //! always exists.
 //!
-//! `link` uses it to decide a node's calls jointly ([`crate::link`]): greedily, in time order,
+//! `link` uses it to decide a node's calls jointly ([`crate::paths::link`]): greedily, in time order,
 //! a call takes the task that fits it best and leaves the next call the leftovers; at
 //! Project 5's parallelism 45 that assigns a fifth of the calls right, one joint assignment
 //! most of them (`tools/assignment.py`).

@@ -41,7 +41,7 @@ use super::evidence::{
     Coincidence, Composition, Delays, Durations, Repeats, Sizes, delay, order_log_prior, size_bin,
 };
 use crate::FastMap;
-use crate::assign::{Assign, NONE};
+use crate::paths::assign::{Assign, NONE};
 
 /// Whether a message asks or answers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -55,7 +55,7 @@ pub enum Role {
 /// A message as the model reads it.
 #[derive(Clone, Copy, Debug)]
 pub struct Seen {
-    /// Its id ([`crate::link::message_id`]).
+    /// Its id ([`crate::paths::link::message_id`]).
     pub id: u64,
     /// Sender's node key.
     pub src: u64,

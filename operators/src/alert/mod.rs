@@ -54,9 +54,9 @@ use timely::dataflow::Stream;
 use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::Operator;
 
-use crate::correlate::Correlation;
 use crate::dist::Summary;
-use crate::paths::PathPattern;
+use crate::paths::build::PathPattern;
+use crate::tcp::correlate::Correlation;
 use crate::{FastMap, PatternNode};
 
 /// An alert: something a user should look at now.
@@ -766,7 +766,7 @@ impl<'scope> AlertRules<'scope> for Stream<'scope, Time, Vec<PathPattern>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::paths::HopStats;
+    use crate::paths::build::HopStats;
 
     fn summary(ms: f64) -> Summary {
         Summary {

@@ -66,8 +66,8 @@ use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::Operator;
 
 use crate::FastMap;
-use crate::link::{Linked, ONE, Prob, message_id, node_key};
 use crate::message::{Message, MessageStream};
+use crate::paths::link::{Linked, ONE, Prob, message_id, node_key};
 use crate::ports::Ports;
 use crate::reorder::Reorder;
 use model::{Decision, Model, ModelConfig, Role, Seen};

@@ -24,8 +24,8 @@
 //! - **Cost**: [`classify`] and at most six run updates per interval.
 //!
 //! ```
-//! use causeway_operators::problem::{ConnId, Evidence, Problem, SnapConfig};
-//! use causeway_operators::snap::Snap;
+//! use causeway_operators::tcp::problem::{ConnId, Evidence, Problem, SnapConfig};
+//! use causeway_operators::tcp::snap::Snap;
 //! use timely::dataflow::operators::capture::Event;
 //! use timely::dataflow::operators::{Capture, ToStream};
 //!
@@ -61,7 +61,7 @@ use timely::dataflow::operators::generic::Operator;
 
 use crate::FastMap;
 use crate::conn::Deadlines;
-use crate::problem::{
+use crate::tcp::problem::{
     ConnId, ConnProblem, Evidence, EvidenceSource, Problem, SnapConfig, classify,
 };
 

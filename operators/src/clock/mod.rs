@@ -47,6 +47,8 @@
 //! the drift) while the window holds evidence. Every output depends only on the data, not on
 //! how the work was spread over workers or how the frontier moved.
 
+pub mod pairwise;
+
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::sync::Arc;
@@ -704,7 +706,7 @@ impl ClockEstimator {
                 None => return Vec::new(),
             },
         };
-        crate::pairwise::solve(&reference, &pairs)
+        crate::clock::pairwise::solve(&reference, &pairs)
             .into_iter()
             .map(|(domain, [offset_ns, drift])| ClockOffset {
                 drift_ppm: drift * 1e6,

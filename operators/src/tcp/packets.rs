@@ -49,7 +49,7 @@ use timely::dataflow::operators::generic::Operator;
 
 use crate::FastMap;
 use crate::conn::{ConnKey, Deadlines, HANDSHAKE_IDLE_NS};
-use crate::problem::{ConnId, Evidence, EvidenceSource, SnapConfig};
+use crate::tcp::problem::{ConnId, Evidence, EvidenceSource, SnapConfig};
 
 /// Unacknowledged segments remembered per direction; older ones are forgotten (their ACK
 /// then gives no RTT sample).

@@ -24,7 +24,7 @@ use causeway_sources::Endpoint;
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
-use crate::problem::ConnId;
+use crate::tcp::problem::ConnId;
 
 /// What kind of resource a set of connections shares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -58,8 +58,8 @@ use smallvec::SmallVec;
 
 use crate::FastMap;
 use crate::alert::Alert;
-use crate::problem::{ConnId, Evidence, Problem, SnapConfig, classify};
-use crate::resources::{Resources, Scope};
+use crate::tcp::problem::{ConnId, Evidence, Problem, SnapConfig, classify};
+use crate::tcp::resources::{Resources, Scope};
 
 /// Parameters of the correlation.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -627,7 +627,7 @@ impl<'scope> Correlate<'scope> for Stream<'scope, Time, Vec<Evidence>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::problem::EvidenceSource;
+    use crate::tcp::problem::EvidenceSource;
     use timely::dataflow::operators::capture::Event;
     use timely::dataflow::operators::{Capture, ToStream};
 
