@@ -1,0 +1,406 @@
+//! `Model`: a call's options (which open task made it), weighed by the evidence, and the
+//! joint resolution of provisional calls on a node (the assignment where they conflict).
+
+use super::*;
+
+impl Model {
+    /// A client's call: it starts a path, unless its class follows arrivals of a type beyond
+    /// chance ([`Coincidence`]: a worker's call after the job its pop brought), in which case
+    /// that arrival opens a task at the client (nothing replies to it; it ends when idle for
+    /// `max_delay_ns`) and the call is decided in it.
+    ///
+    /// Returns the call's decision if it starts a path, `None` if it is to be decided among
+    /// the client's tasks. A call joins a task only by this test, whatever tasks are open: a
+    /// busy client's calls that follow its answers at chance stay roots.
+    pub(super) fn client_call(&mut self, s: &Seen, at: Time, class: u64) -> Option<Decision> {
+        let root = Decision {
+            from_client: true,
+            ..Decision::default()
+        };
+        let Some(node) = self.nodes.get_mut(&s.src) else {
+            return Some(root);
+        };
+        let scan = |until: Time| -> SmallVec<[RecentArrival; 8]> {
+            node.recent
+                .iter()
+                .rev()
+                .filter(|r| r.0 <= until && until - r.0 <= CROSS_WINDOW_NS)
+                .take(CROSS_SCAN)
+                .map(|r| (r.0, r.1, r.2, r.3, delay(r.0, until)))
+                .collect()
+        };
+        let real = scan(at);
+        // Arrivals another task caused, and arrivals in the tasks they opened.
+        let foreign_ids: SmallVec<[u64; 8]> = node
+            .recent
+            .iter()
+            .filter(|r| r.4 == FOREIGN || node.tasks.iter().any(|t| t.foreign && t.id == r.4))
+            .map(|r| r.1)
+            .collect();
+        if let Some(shifted) = null_time(node, at, s.id) {
+            let null = scan(shifted);
+            let pairs = |v: &[RecentArrival]| -> SmallVec<[(u64, i64); 8]> {
+                v.iter().map(|x| (mix(x.2, CROSS_TYPE), x.4)).collect()
+            };
+            self.coincidence
+                .learn((class, &pairs(&real), &pairs(&null)));
+        }
+        let best = real
+            .iter()
+            .filter(|r| foreign_ids.contains(&r.1))
+            .map(|r| (r, self.coincidence.read((mix(r.2, CROSS_TYPE), class, r.4))))
+            .max_by(|a, b| a.1.total_cmp(&b.1));
+        match best {
+            Some((r, p)) if p > 0.5 => {
+                self.tally.client_calls_in_tasks += 1;
+                let (t, id, atype, bin, _) = *r;
+                let Some(node) = self.nodes.get_mut(&s.src) else {
+                    return Some(root);
+                };
+                let opens = node.recent.iter().any(|r| r.1 == id && r.4 == FOREIGN)
+                    && !node.tasks.iter().any(|t| t.id == id);
+                if opens {
+                    insert_task(
+                        node,
+                        Task {
+                            id,
+                            caller: 0,
+                            class: 0,
+                            opened: t,
+                            conn: None,
+                            arrivals: smallvec::smallvec![(t, id, atype, bin)],
+                            outstanding: SmallVec::new(),
+                            kids: SmallVec::new(),
+                            signature: 0,
+                            foreign: true,
+                        },
+                    );
+                }
+                None
+            }
+            _ => Some(root),
+        }
+    }
+
+    /// The options of a call of `class` at `at` at `node`'s tasks.
+    pub(super) fn call_options(
+        &self,
+        node: &Node,
+        at: Time,
+        class: u64,
+    ) -> SmallVec<[CallOption; 8]> {
+        let config = self.config;
+        let oldest = at.saturating_sub(config.task_timeout_ns);
+        let mut options: SmallVec<[CallOption; 8]> = SmallVec::new();
+        for (i, t) in node.tasks.iter().enumerate() {
+            if t.opened > at {
+                break;
+            }
+            if t.opened < oldest {
+                continue;
+            }
+            let Some((pt, pid, ptype, bin)) = t.latest(at) else {
+                continue;
+            };
+            if at.saturating_sub(pt) > config.max_delay_ns {
+                continue;
+            }
+            let d = delay(pt, at);
+            let score = self.delays.read((ptype, class, d))
+                + self.sizes.read((ptype, class, bin))
+                + self.repeats.read((
+                    t.class,
+                    class,
+                    t.kids.iter().filter(|k| k.1 == class).count(),
+                ))
+                + self.durations.read((t.class, delay(t.opened, at)));
+            options.push((i, score, pid, ptype, d, bin));
+        }
+        if options.len() > MAX_CALL_OPTIONS {
+            // The likeliest, in the tasks' order (the order prior ranks by it): the joint
+            // decision costs the square of the options.
+            let mut by_score: SmallVec<[(f64, usize); 64]> =
+                options.iter().enumerate().map(|(k, o)| (o.1, k)).collect();
+            by_score.sort_unstable_by(|a, b| b.0.total_cmp(&a.0));
+            let mut keep: SmallVec<[usize; 64]> =
+                by_score[..MAX_CALL_OPTIONS].iter().map(|x| x.1).collect();
+            keep.sort_unstable();
+            options = keep.into_iter().map(|k| options[k]).collect();
+        }
+        options
+    }
+
+    /// Decides a call together with the provisional calls of its class at its node.
+    pub(super) fn call(&mut self, s: &Seen, at: Time, class: u64) {
+        let Some(mut node) = self.nodes.remove(&s.src) else {
+            return;
+        };
+        let new = Provisional {
+            id: s.id,
+            class,
+            at,
+            task: None,
+            decision: Decision::default(),
+            learn: SmallVec::new(),
+        };
+        self.resolve(&mut node, class, Some(new));
+        self.nodes.insert(s.src, node);
+    }
+
+    /// Decides the provisional calls of `class` at `node` again, with `new` among them.
+    pub(super) fn resolve(&mut self, node: &mut Node, class: u64, new: Option<Provisional>) {
+        let mut set = node.provisional.remove(&class).unwrap_or_default();
+        if set.len() >= MAX_PROVISIONAL {
+            // The oldest is final where it is.
+            let oldest = set.remove(0);
+            self.finish(node, oldest);
+        }
+        // Take the provisional calls out of their tasks: they are decided again.
+        for p in &set {
+            if let Some((tid, pid)) = p.task {
+                unassign(node, p.id, tid, pid, p.class);
+            }
+        }
+        set.extend(new);
+        if set.is_empty() {
+            return;
+        }
+        // Columns: (task id, parent id) slots, two copies each (the second at the
+        // same-child penalty); a slot a final call of the class holds has only the second.
+        let mut slots: Vec<(u64, u64)> = Vec::new();
+        let mut per_call: Vec<SmallVec<[CallOption; 8]>> = Vec::with_capacity(set.len());
+        for p in &set {
+            let options = self.call_options(node, p.at, class);
+            for o in &options {
+                let key = (node.tasks[o.0].id, o.2);
+                if !slots.contains(&key) {
+                    slots.push(key);
+                }
+            }
+            per_call.push(options);
+        }
+        let chosen: Vec<Option<usize>> = if set.len() == 1 {
+            // One call: the best option, or spontaneous.
+            let empty = [None];
+            let best = (0..per_call[0].len())
+                .map(|k| {
+                    (
+                        k,
+                        self.conditional(node, class, &set, &per_call, &empty, 0, k),
+                    )
+                })
+                .max_by(|a, b| a.1.total_cmp(&b.1))
+                .filter(|b| b.1 > SPONTANEOUS);
+            vec![best.map(|b| b.0)]
+        } else {
+            self.assign.clear(slots.len() * 2);
+            for options in &per_call {
+                self.assign.row(COST_OFFSET - SPONTANEOUS);
+                for o in options {
+                    let key = (node.tasks[o.0].id, o.2);
+                    let Some(c) = slots.iter().position(|k| *k == key) else {
+                        continue;
+                    };
+                    let held = node.tasks[o.0].kids.contains(&(o.2, class));
+                    if !held {
+                        self.assign.edge(2 * c, COST_OFFSET - o.1);
+                    }
+                    self.assign.edge(2 * c + 1, COST_OFFSET - o.1 - SAME_CHILD);
+                }
+            }
+            let columns = self.assign.solve();
+            let mut chosen: Vec<Option<usize>> = per_call
+                .iter()
+                .zip(columns)
+                .map(|(options, &col)| {
+                    (col != NONE)
+                        .then(|| {
+                            let key = slots[col as usize / 2];
+                            options
+                                .iter()
+                                .position(|o| (node.tasks[o.0].id, o.2) == key)
+                        })
+                        .flatten()
+                })
+                .collect();
+            // The order prior depends on which tasks earlier calls took (a task that took
+            // a call of this step no longer waits for one): refine the matching by
+            // exchanging the tasks of two calls while that makes the whole likelier.
+            if set.len() <= MAX_REFINED && self.rho_of(class) < 0.999 {
+                self.refine(node, class, &set, &per_call, &mut chosen);
+            }
+            chosen
+        };
+        // Each option's score given the others' choices: a slot another call of the class
+        // holds (a final one, or one of the set) costs the same-child penalty, and the order
+        // prior ranks the tasks still waiting. The choices are then each call's best given
+        // the others, and their probabilities say so.
+        let conditional: Vec<SmallVec<[f64; 8]>> = per_call
+            .iter()
+            .enumerate()
+            .map(|(i, options)| {
+                (0..options.len())
+                    .map(|k| self.conditional(node, class, &set, &per_call, &chosen, i, k))
+                    .collect()
+            })
+            .collect();
+        // Apply: each call into its task, its decision recorded.
+        for (((p, options), choice), scores) in
+            set.iter_mut().zip(&per_call).zip(chosen).zip(&conditional)
+        {
+            let mut decision = Decision::default();
+            decision
+                .options
+                .extend(options.iter().zip(scores).map(|(o, s)| (Some(o.2), *s)));
+            decision.options.push((None, SPONTANEOUS));
+            let pick = choice.unwrap_or(options.len());
+            decision.chosen = Some(pick);
+            // A client's call that no task it holds caused starts a path.
+            decision.from_client = choice.is_none() && !node.served;
+            let max = decision
+                .options
+                .iter()
+                .map(|o| o.1)
+                .fold(f64::NEG_INFINITY, f64::max);
+            let total: f64 = decision.options.iter().map(|o| (o.1 - max).exp()).sum();
+            p.learn = options
+                .iter()
+                .zip(scores)
+                .map(|(o, s)| (o.3, o.4, (s - max).exp() / total, o.5))
+                .collect();
+            p.decision = decision;
+            p.task = choice.map(|k| {
+                let o = options[k];
+                let tid = node.tasks[o.0].id;
+                assign_call(node, p.id, o.0, o.2, class, p.at);
+                (tid, o.2)
+            });
+        }
+        node.provisional.insert(class, set);
+    }
+
+    /// The score of call `i` of `set` taking its option `k`, the others as `chosen`: its
+    /// learned delay, the same-child penalty if another call of the class holds the slot,
+    /// and the order prior over the tasks still waiting for a call of the class when it was
+    /// sent (those whose slot neither a final call nor an earlier one of `set` took).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn conditional(
+        &self,
+        node: &Node,
+        class: u64,
+        set: &[Provisional],
+        per_call: &[SmallVec<[CallOption; 8]>],
+        chosen: &[Option<usize>],
+        i: usize,
+        k: usize,
+    ) -> f64 {
+        let options = &per_call[i];
+        // A slot: (the task's index in `node.tasks`, the parent's id).
+        let key = |j: usize, c: usize| {
+            let o = per_call[j][c];
+            (o.0, o.2)
+        };
+        let held_by = |slot: (usize, u64), before: Option<(Time, usize)>| {
+            let (ti, pid) = slot;
+            let final_kid = node.tasks[ti].kids.contains(&(pid, class));
+            final_kid
+                || chosen.iter().enumerate().any(|(j, c)| {
+                    j != i
+                        && before.is_none_or(|b| (set[j].at, j) < b)
+                        && c.is_some_and(|c| key(j, c) == slot)
+                })
+        };
+        let mut score = options[k].1;
+        if held_by(key(i, k), None) {
+            score += SAME_CHILD;
+        }
+        let rho = self.rho_of(class);
+        if rho < 0.999 {
+            let before = Some((set[i].at, i));
+            let mut rank = 0;
+            let mut n = 0;
+            for c in 0..options.len() {
+                if c == k || !held_by(key(i, c), before) {
+                    if c < k {
+                        rank += 1;
+                    }
+                    n += 1;
+                }
+            }
+            score += order_log_prior(rho, rank, n);
+        } else {
+            score += order_log_prior(1.0, 0, options.len());
+        }
+        score
+    }
+
+    /// The log-likelihood of the choices `chosen` for `set` (`None`: spontaneous).
+    pub(super) fn objective(
+        &self,
+        node: &Node,
+        class: u64,
+        set: &[Provisional],
+        per_call: &[SmallVec<[CallOption; 8]>],
+        chosen: &[Option<usize>],
+    ) -> f64 {
+        chosen
+            .iter()
+            .enumerate()
+            .map(|(i, c)| match c {
+                Some(k) => self.conditional(node, class, set, per_call, chosen, i, *k),
+                None => SPONTANEOUS,
+            })
+            .sum()
+    }
+
+    /// Improves `chosen` by exchanging the tasks of two calls while the whole gets likelier
+    /// (at most three passes).
+    pub(super) fn refine(
+        &self,
+        node: &Node,
+        class: u64,
+        set: &[Provisional],
+        per_call: &[SmallVec<[CallOption; 8]>],
+        chosen: &mut [Option<usize>],
+    ) {
+        let task_of = |j: usize, c: Option<usize>| c.map(|c| node.tasks[per_call[j][c].0].id);
+        let option_at = |j: usize, task: Option<u64>| -> Option<Option<usize>> {
+            match task {
+                None => Some(None),
+                Some(t) => per_call[j]
+                    .iter()
+                    .position(|o| node.tasks[o.0].id == t)
+                    .map(Some),
+            }
+        };
+        let mut best = self.objective(node, class, set, per_call, chosen);
+        for _ in 0..3 {
+            let mut improved = false;
+            for a in 0..set.len() {
+                for b in a + 1..set.len() {
+                    let (ta, tb) = (task_of(a, chosen[a]), task_of(b, chosen[b]));
+                    if ta == tb {
+                        continue;
+                    }
+                    let (Some(na), Some(nb)) = (option_at(a, tb), option_at(b, ta)) else {
+                        continue;
+                    };
+                    let (oa, ob) = (chosen[a], chosen[b]);
+                    chosen[a] = na;
+                    chosen[b] = nb;
+                    let score = self.objective(node, class, set, per_call, chosen);
+                    if score > best + 1e-9 {
+                        best = score;
+                        improved = true;
+                    } else {
+                        chosen[a] = oa;
+                        chosen[b] = ob;
+                    }
+                }
+            }
+            if !improved {
+                break;
+            }
+        }
+    }
+}

@@ -1,0 +1,85 @@
+//! Small functions over one node's tables: tasks inserted, calls assigned and unassigned,
+//! arrivals remembered. No state of their own.
+
+use super::*;
+
+/// The log-likelihood of a departure's delay summed over its options (not only the one
+/// taken): what a model of the data is judged by. The score of the option taken alone
+/// rewards a model for making its choices look certain (a strong order prior) whether or
+/// not they are right.
+pub(super) fn marginal(d: &Decision) -> f64 {
+    let max = d
+        .options
+        .iter()
+        .map(|o| o.1)
+        .fold(f64::NEG_INFINITY, f64::max);
+    if !max.is_finite() {
+        return max;
+    }
+    max + d
+        .options
+        .iter()
+        .map(|o| (o.1 - max).exp())
+        .sum::<f64>()
+        .ln()
+}
+
+/// Inserts `task` among `node`'s tasks in order of arrival (arrivals come nearly in order:
+/// from the back).
+pub(super) fn insert_task(node: &mut Node, task: Task) {
+    let pos = node
+        .tasks
+        .iter()
+        .rposition(|t| t.opened <= task.opened)
+        .map_or(0, |p| p + 1);
+    node.tasks.insert(pos, task);
+}
+
+/// The time before a departure (`id`, at `at`) whose arrivals stand for chance (the null
+/// of [`Coincidence`]): up to two cross windows back, by the id; `None` where `node`'s
+/// recent arrivals do not reach back over the window before it.
+pub(super) fn null_time(node: &Node, at: Time, id: u64) -> Option<Time> {
+    let shifted = at.saturating_sub(CROSS_WINDOW_NS + id % CROSS_WINDOW_NS);
+    let covered = node.recent.len() < CROSS_RECENT
+        || node
+            .recent
+            .front()
+            .is_some_and(|r| r.0.saturating_add(CROSS_WINDOW_NS) <= shifted);
+    covered.then_some(shifted)
+}
+
+/// Notes an arrival among `node`'s recent ones.
+pub(super) fn remember(node: &mut Node, a: (Time, u64, u64, u8, u64)) {
+    node.recent.push_back(a);
+    let newest = node.recent.iter().map(|r| r.0).max().unwrap_or(a.0);
+    while node.recent.len() > CROSS_RECENT
+        || node
+            .recent
+            .front()
+            .is_some_and(|r| r.0.saturating_add(RECENT_NS) < newest)
+    {
+        node.recent.pop_front();
+    }
+}
+
+/// Puts call `id` of `class`, sent at `at`, into the task at index `ti` with parent `pid`.
+pub(super) fn assign_call(node: &mut Node, id: u64, ti: usize, pid: u64, class: u64, at: Time) {
+    let task = &mut node.tasks[ti];
+    task.kids.push((pid, class));
+    task.signature = task.signature.wrapping_add(signature_of(class));
+    task.outstanding.push(id);
+    let tid = task.id;
+    node.calls.insert(id, (tid, at));
+}
+
+/// Takes call `id` of `class` out of task `tid`, where it had parent `pid`.
+pub(super) fn unassign(node: &mut Node, id: u64, tid: u64, pid: u64, class: u64) {
+    if let Some(task) = node.tasks.iter_mut().find(|t| t.id == tid) {
+        if let Some(k) = task.kids.iter().position(|k| *k == (pid, class)) {
+            task.kids.remove(k);
+        }
+        task.signature = task.signature.wrapping_sub(signature_of(class));
+        task.outstanding.retain(|c| *c != id);
+    }
+    node.calls.remove(&id);
+}

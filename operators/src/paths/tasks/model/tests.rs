@@ -1,0 +1,132 @@
+use super::*;
+
+fn seen(id: u64, src: u64, dst: u64, role: Role, send: Time, recv: Time) -> Seen {
+    Seen {
+        id,
+        src,
+        dst,
+        role,
+        send_local: Some(send),
+        recv_local: Some(recv),
+        conn: None,
+        bytes: None,
+    }
+}
+
+const C: u64 = 1;
+const A: u64 = 2;
+const B: u64 = 3;
+
+/// A client calls A, A calls B, B answers, A replies: every parent is the latest arrival
+/// of the one task.
+#[test]
+fn a_call_and_its_reply_follow_their_task() {
+    let mut m = Model::new(ModelConfig::default());
+    let mut finals = Vec::new();
+    let req = seen(10, C, A, Role::Request, 0, 100);
+    m.depart(&req);
+    m.take_final(&mut finals);
+    assert!(finals[0].1.from_client);
+    m.arrive(&req);
+    let call = seen(11, A, B, Role::Request, 200, 300);
+    m.depart(&call);
+    m.arrive(&call);
+    let answer = seen(12, B, A, Role::Response, 400, 500);
+    m.depart(&answer);
+    m.arrive(&answer);
+    let reply = seen(13, A, C, Role::Response, 600, 700);
+    m.depart(&reply);
+    m.arrive(&reply);
+    m.take_final(&mut finals);
+    let parent = |id| finals.iter().find(|f| f.0 == id).and_then(|f| f.1.parent());
+    assert_eq!(parent(11), Some(10));
+    assert_eq!(parent(12), Some(11));
+    assert_eq!(parent(13), Some(12));
+    assert_eq!(m.open_tasks(), 0);
+}
+
+/// Two requests from the client; the reply goes to the task whose calls are answered.
+#[test]
+fn a_reply_closes_a_task_whose_calls_are_answered() {
+    let mut m = Model::new(ModelConfig::default());
+    let r1 = seen(1, C, A, Role::Request, 0, 0);
+    let r2 = seen(2, C, A, Role::Request, 10, 10);
+    for r in [&r1, &r2] {
+        m.depart(r);
+        m.arrive(r);
+    }
+    let call = seen(3, A, B, Role::Request, 11, 12);
+    m.depart(&call);
+    m.arrive(&call);
+    let reply = seen(4, A, C, Role::Response, 20, 21);
+    m.depart(&reply);
+    m.finalize_all();
+    let mut out = Vec::new();
+    m.take_final(&mut out);
+    let parent = |id| out.iter().find(|f| f.0 == id).and_then(|f| f.1.parent());
+    let (called, replied) = (parent(3), parent(4));
+    assert!(called.is_some());
+    assert_ne!(replied, called);
+    // Open: A's task awaiting B, and B's task serving the call.
+    assert_eq!(m.open_tasks(), 2);
+}
+
+/// Two tasks asked in turn, two calls of one class: decided together, each task takes
+/// one, in the order whose delays fit both (with delays learned near 2 ms).
+#[test]
+fn two_calls_of_a_class_go_to_two_tasks_jointly() {
+    let ms = 1_000_000;
+    let mut m = Model::new(ModelConfig::default());
+    // Teach: calls to B 2 ms after a request.
+    let mut id = 100;
+    for i in 0..200 {
+        let t = i * 100 * ms;
+        let r = seen(id, C, A, Role::Request, t, t);
+        m.depart(&r);
+        m.arrive(&r);
+        let c = seen(id + 1, A, B, Role::Request, t + 2 * ms, t + 2 * ms);
+        m.depart(&c);
+        m.arrive(&c);
+        let a = seen(id + 2, B, A, Role::Response, t + 3 * ms, t + 3 * ms);
+        m.depart(&a);
+        m.arrive(&a);
+        let reply = seen(id + 3, A, C, Role::Response, t + 4 * ms, t + 4 * ms);
+        m.depart(&reply);
+        m.arrive(&reply);
+        id += 4;
+    }
+    let t = 1_000_000 * ms;
+    let r1 = seen(1, C, A, Role::Request, t, t);
+    let r2 = seen(2, C, A, Role::Request, t + ms / 2, t + ms / 2);
+    for r in [&r1, &r2] {
+        m.depart(r);
+        m.arrive(r);
+    }
+    // The first call fits the second request best on its own (1.9 ms), but then the
+    // second call would be 1.6 ms after nothing: jointly, FIFO.
+    let c1 = seen(3, A, B, Role::Request, t + 2 * ms + ms / 10, t + 2 * ms);
+    let c2 = seen(4, A, B, Role::Request, t + 2 * ms + ms / 2, t + 2 * ms);
+    m.depart(&c1);
+    m.depart(&c2);
+    m.finalize_all();
+    let mut out = Vec::new();
+    m.take_final(&mut out);
+    let parent = |id| out.iter().find(|f| f.0 == id).and_then(|f| f.1.parent());
+    assert_eq!((parent(3), parent(4)), (Some(1), Some(2)));
+}
+
+#[test]
+fn open_tasks_are_forgotten_after_the_timeout() {
+    let config = ModelConfig {
+        task_timeout_ns: 1_000,
+        ..ModelConfig::default()
+    };
+    let mut m = Model::new(config);
+    let r = seen(1, C, A, Role::Request, 0, 0);
+    m.arrive(&r);
+    let later = seen(2, C, A, Role::Request, 5_000, 5_000);
+    m.arrive(&later);
+    m.expire();
+    assert_eq!(m.open_tasks(), 1);
+    assert_eq!(m.expired(), 1);
+}
