@@ -6,6 +6,9 @@
 //! is exact; quantiles come from the values themselves while there are few (most patterns are
 //! rare) and from an hdrhistogram (µs resolution, 2 significant digits) once there are more,
 //! so a rare pattern costs bytes, not the tens of kilobytes of a histogram.
+//!
+//! State: at most 256 values (`SMALL`), then one histogram whose size is bounded by its range and
+//! precision, whatever it has seen; freed with the distribution (its pattern or bucket).
 
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};

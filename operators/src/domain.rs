@@ -1,4 +1,6 @@
 //! Clock domains: whose clock a timestamp was read from.
+//!
+//! No state: a type.
 
 use causeway_sources::{OriginId, Origins};
 use serde::{Deserialize, Serialize};

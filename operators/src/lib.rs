@@ -1,29 +1,36 @@
-//! Causeway's dataflow operators, one module each.
+//! Causeway's dataflow operators, one folder per stage of the dataflow (ARCHITECTURE.md's
+//! picture), one module per operator.
 //!
 //! Each operator is an extension trait on a timely stream, named in the running graph as in
-//! DESIGN.md's picture; its module documentation states its input, output, exchange key, the
-//! state it holds, when that state is freed, and its cost per record.
+//! the picture; its module documentation states its input, output, exchange key, the state it
+//! holds, when that state is freed, and its cost per record.
 //!
-//! Operators so far:
-//! - [`flows`]: per-conversation summaries of a packet stream;
-//! - [`reconcile`]: packets from any number of sniffers to messages (`reconcile.fold`,
-//!   `reconcile`);
+//! ```text
+//! rows (message traces) ------------------------------------------\
+//! packets -> reconcile.fold -> reconcile -> clock -> clock.correct -> link | link.tasks -> paths -> alert
+//! socket-call logs -> reconcile.calls ---/       \-> nat                (paths/)         (paths/build/)
+//! packets | tcp stats -> tcp.packets | snap.deltas -> snap -> correlate (tcp/)
+//! ```
+//!
+//! Stages:
+//! - [`reconcile`]: packets from any number of sniffers, or socket-call logs, to messages;
+//!   address translations ([`reconcile::nat`]) and where sniffers sit ([`reconcile::topology`]);
 //! - [`clock`]: offsets and drift between clock domains (`clock.bounds`, `clock`), and the
 //!   correction of message timestamps (`clock.correct`);
-//! - [`nat`]: address translations learned, one-sided messages canonicalised (`nat`,
-//!   `nat.mappings`);
-//! - [`rows`]: message-trace rows to [`Message`]s;
-//! - [`stats`]: per-origin totals of the sources' counts;
-//! - [`snap`]: TCP statistics to per-interval evidence (`snap.deltas`) and SNAP's
-//!   per-connection classification (`snap`); [`tcp_packets`]: the same evidence from
-//!   packets (`tcp.packets`); [`correlate`]: problems shared by the connections of a host,
-//!   link or application (SNAP §2.3);
-//! - [`tasks`]: `link.tasks`, the cause of every message by the requests each node serves;
+//! - [`paths`]: the cause of every message (`link`, [`paths::link`]; `link.tasks`,
+//!   [`paths::tasks`]), and path instances and patterns (`paths`, [`paths::build`]);
+//! - [`tcp`]: SNAP's evidence from TCP statistics or packets, its classification, and the
+//!   problems connections share ([`tcp::correlate`]); per-conversation summaries
+//!   ([`tcp::flows`]);
 //! - [`alert`]: alerts from `--alert` rules over the path patterns.
+//!
+//! Inputs and totals: [`rows`] (message-trace rows to [`Message`]s), [`stats`] (per-origin
+//! totals of the sources' counts).
 //!
 //! Shared types: [`Message`], [`Domain`] (clock domains), [`Names`] (address to node name),
 //! [`Homes`] (which sniffer is nearest each host), [`PatternNode`] (path pattern shapes and
-//! ids), [`conn`] (per-connection state tables).
+//! ids), [`conn`] (per-connection state tables), [`ports`] (servers and clients), [`dist`]
+//! (weighted distributions), [`reorder`] and [`recent`] (event-time buffers).
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 // Messages travel boxed (`Vec<Box<Message>>`): a few hundred bytes each, they are moved

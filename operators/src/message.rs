@@ -1,6 +1,8 @@
 //! [`Message`]: one application-level message between two nodes, with the send and receive
 //! timestamps each taken in its own clock (WAP5 §4's reconciled trace tuple), and the same two
 //! timestamps corrected to the reference clock.
+//!
+//! No state: a type and its stream alias.
 
 use causeway_sources::{Address, MessageKind, OriginId, Protocol, Time};
 use serde::{Deserialize, Serialize};

@@ -5,6 +5,9 @@
 //! interchangeable servers for `--aggregate roles`. `#` starts a comment. An
 //! `IP:port` entry wins over an `IP` entry. Without an entry, an endpoint's node is its IP (the
 //! host), and a trace's named address is its own node.
+//!
+//! State: the names file's table, read once at start; [`NodeCache`] holds unnamed endpoints'
+//! names, cleared past its capacity.
 
 use std::net::IpAddr;
 use std::path::Path;

@@ -6,6 +6,8 @@
 //! its dozen steps; [`partition_point_from_back`] gallops from the back instead, so a
 //! lookup `k` entries from the end costs about `2·log2(k)` comparisons on the last few
 //! cache lines, and a lookup far back at most twice a binary search.
+//!
+//! No state: functions over the callers' deques.
 
 use std::collections::VecDeque;
 

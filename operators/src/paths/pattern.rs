@@ -5,6 +5,8 @@
 //! receiver sent because of it, ordered by send time (WAP5 §5.1). Two instances have the same
 //! pattern when their trees are equal; the pattern id is a hash of the tree's canonical text,
 //! so the generator's ground truth and the analyser name the same pattern the same way.
+//!
+//! No state: shapes and the hashes that name them.
 
 use std::fmt::Write as _;
 

@@ -20,6 +20,9 @@
 //! Beside them: [`nat`] learns address translations from the sightings whose addresses differ
 //! (WAP5 §7.1) and canonicalises messages seen on one side only; [`topology`] says which
 //! sniffer is nearest each host, so that `merge` takes each timestamp from the right one.
+//!
+//! State: each operator's module says what it holds; `fold` and `merge` keep the sightings of
+//! their lateness windows and free them as the frontier passes.
 
 pub mod calls;
 pub mod fold;

@@ -6,6 +6,8 @@
 //! (`local`) and the receiver's (`peer`) as seen by one origin, so `local->peer` is the flow
 //! whose sender is being diagnosed. The kernel's statistics describe the polled host as
 //! sender; packets give both directions, each its own [`ConnId`].
+//!
+//! No state: a vocabulary of types.
 
 use std::fmt;
 

@@ -15,6 +15,9 @@
 //! Every connection belongs to the hosts of both its ends. Without `app` lines, a
 //! connection's application is its server port: the one of its two ports outside Linux's
 //! ephemeral range (32768-60999), else the lower.
+//!
+//! State: the declarations of the topology file, read once at start; no state per connection
+//! (a connection's resources are computed from its addresses when asked).
 
 use std::fmt;
 use std::net::IpAddr;

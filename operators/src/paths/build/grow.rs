@@ -1,5 +1,7 @@
 //! `Paths`: instances grown from a root (probably true, probably false, try-both) and built
 //! into pattern shapes with their delays.
+//!
+//! No state of its own: it reads the `Paths` tables (`tables.rs`).
 
 use super::*;
 

@@ -92,7 +92,7 @@ mod tables;
 #[cfg(test)]
 mod tests;
 
-use checkpoint::*;
+pub use checkpoint::{CHECKPOINT_VERSION, CheckpointConfig, PathsCheckpoint};
 use grow::*;
 use state::*;
 use tables::*;

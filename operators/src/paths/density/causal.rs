@@ -17,7 +17,7 @@ const PRIOR: f64 = 30.0;
 /// the first is the probability that a candidate of this type at this delay is the parent.
 /// That excess is read through a fitted model, not bin by bin ([`CausalDensity::probability`]):
 /// the parents' delays are a normal over the log bins fitted to the main mode of the excess
-/// (each window's excess taken [`PROBABILITY_SIGMAS`] standard deviations low), so that a
+/// (each window's excess taken `PROBABILITY_SIGMAS` standard deviations low), so that a
 /// bump chance makes in the excess of a busy node is not read as parents. Unlike
 /// [`DelayDensity`], nothing learned feeds back into what is learned, so a busy node cannot
 /// talk itself into the wrong delay; and a type that is often a candidate but never the

@@ -47,7 +47,7 @@ fn size_bin(bytes: u64) -> usize {
 const SIZE_PRIOR: f64 = 100.0;
 
 /// [`ParentSizes::ratio`]'s prior: the parents, sized as the null's candidates are, that the
-/// parents' sizes are mixed with. Smaller than [`SIZE_PRIOR`], which counts calls: these
+/// parents' sizes are mixed with. Smaller than `SIZE_PRIOR`, which counts calls: these
 /// count parents, each weighed by how likely its delay made it one (on the generator's
 /// multi-tier preset at parallelism 45 a prior of 100 left an authentication server's
 /// session checks, which never query the database, at 0.66 of a login's odds of having
@@ -88,7 +88,7 @@ impl SizeEvidence {
 
     /// How much likelier a call answered with `bytes` is than calls in general to have a
     /// parent of this type: the excess of candidates over the null per call at that size
-    /// (±2 bins, mixed with [`SIZE_PRIOR`] calls at the overall rate) over the excess per
+    /// (±2 bins, mixed with `SIZE_PRIOR` calls at the overall rate) over the excess per
     /// call overall, within [0.1, 10]. 1 while the overall excess is below `min_parents`.
     pub fn ratio(&self, bytes: u64, min_parents: f64) -> f64 {
         let parents = (self.candidates.total - self.null.total) / self.increment;
@@ -160,7 +160,7 @@ impl ParentSizes {
 
     /// How much likelier `bytes` is for a parent of this type than for a candidate that is
     /// not: the parents' share at that size (the excess there, ±2 bins, mixed with
-    /// [`PARENT_SIZE_PRIOR`] parents sized as the null's candidates) over the null's share, within
+    /// `PARENT_SIZE_PRIOR` parents sized as the null's candidates) over the null's share, within
     /// the bounds of [`SizeEvidence::ratio`]. 1 while the excess is below `min_parents`.
     pub fn ratio(&self, bytes: u64, min_parents: f64) -> f64 {
         let n = self.null.total;
@@ -271,7 +271,7 @@ impl ReplySizes {
     /// How much likelier a task that replied with `reply` bytes is to hold the parent of a
     /// call answered with `answer` bytes than a candidate of this type that is not the parent:
     /// at that answer size (±1 bin), the parents' share at that reply size (the excess there,
-    /// ±1 bin, mixed with [`REPLY_SIZE_PRIOR`] parents sized as the null's candidates) over
+    /// ±1 bin, mixed with `REPLY_SIZE_PRIOR` parents sized as the null's candidates) over
     /// the null's share, within the bounds of [`SizeEvidence::ratio`]. 1 while the excess at
     /// that answer size is below `min_parents`.
     pub fn ratio(&self, answer: u64, reply: u64, min_parents: f64) -> f64 {

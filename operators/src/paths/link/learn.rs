@@ -1,5 +1,7 @@
 //! `Linker`: learning from each scan against its time-shifted null, and the commit of a
 //! departure's links to tasks and connections.
+//!
+//! No state of its own: it updates the `Linker`'s learned densities (`linker.rs`).
 
 use super::*;
 

@@ -126,7 +126,7 @@
 //!   sixteenth.
 //!   With a 2 s warm start the per-node delay error there fell from 5.8%, 7.2% and 4.2% to
 //!   4.5%, 4.8% and 4.5% (generator seeds 1-3). Which inputs the warm-up covers depends
-//!   neither on timing nor on the number of workers ([`WarmStart`]), but what it learned
+//!   neither on timing nor on the number of workers (`WarmStart`), but what it learned
 //!   does a little: each worker's port classifier sees only its own nodes (which leaves the
 //!   expected counts a cold start gives different in the low digits), and the gap densities
 //!   carry that into the first decisions after the warm-up (on a 100,000-message trace at
@@ -209,6 +209,7 @@ mod tests;
 mod warm;
 mod weigh;
 
+pub use candidate::TYPICAL_FLOOR;
 use candidate::*;
 use estimate::*;
 use flush::*;
@@ -452,7 +453,7 @@ enum LinkInput {
     /// A message as a possible parent (boxed, like the message: timely batches records by
     /// bytes, so small records make large batches).
     Arrival(Box<Arrival>),
-    /// For a warm start ([`WarmStart`]), to worker `.1`: an event time no later than every
+    /// For a warm start (`WarmStart`), to worker `.1`: an event time no later than every
     /// message's, sent to every worker whenever a worker sees an earlier message than it
     /// has seen, so that every worker's warm-up starts at the same time.
     Start(Time, u64),

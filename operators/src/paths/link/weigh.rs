@@ -1,4 +1,6 @@
 //! `Linker`: a departure prepared and its candidates weighed (timing, sizes, what follows).
+//!
+//! No state of its own: it reads the `Linker`'s (`linker.rs`).
 
 use super::*;
 

@@ -7,7 +7,7 @@ use super::*;
 /// request's arrival type). A task that lost its reply to another task (no connection or call
 /// id says which of a caller's tasks a reply closes) would otherwise stay open and take later
 /// tasks' calls for as long as it is kept. An unreplied task is as likely lost as open once
-/// fewer than [`LOST_REPLIES`] of its class's tasks last as long; its age weighs against it
+/// fewer than `LOST_REPLIES` of its class's tasks last as long; its age weighs against it
 /// only from there (a slow task of a class that is sometimes slow keeps its calls), by how
 /// much rarer still such tasks are.
 #[derive(Clone, Debug, Default)]

@@ -1,5 +1,7 @@
 //! `Model`: construction, what it has learned, and arrivals: requests open tasks, answers
 //! join their calls' tasks.
+//!
+//! No state of its own: it works on the `Model`'s tables (`model/mod.rs`).
 
 use super::*;
 

@@ -1,5 +1,7 @@
 //! `Model`: a call's options (which open task made it), weighed by the evidence, and the
 //! joint resolution of provisional calls on a node (the assignment where they conflict).
+//!
+//! No state of its own: it works on the `Model`'s tables (`model/mod.rs`).
 
 use super::*;
 
