@@ -395,7 +395,7 @@ pub enum ScoreFormatArg {
 pub enum FormatArg {
     /// A summary table for people.
     Table,
-    /// One JSON object per line (the output contract; see README).
+    /// One JSON object per line (the output contract; see docs/output.md).
     Jsonl,
     /// One JSON array.
     Json,

@@ -290,7 +290,7 @@ fn patterns_do_not_depend_on_workers_or_timing() {
 /// or less as the work is spread: at 100,000 messages four patterns' counts then differed
 /// between one and two workers (and on the harness's 4.7 million, with the interval of its
 /// sweeps). The expected counts are compared to 5% of a pattern's: they may differ in the
-/// low digits between worker counts (see the note in `docs/performance.md`), as each
+/// low digits between worker counts (see the note in `docs/notes/performance-notebook.md`), as each
 /// worker's port classifier sees only its own nodes, and so may, at most once in 10,000
 /// instances, a count: a call whose probability of being spontaneous lies at the try-both
 /// bound (0.25) can fall on either side of it (since the reply sizes, one call of this

@@ -65,7 +65,7 @@ struct Parents {
 
 /// How many standard deviations low each window's excess is taken when fitting the parents
 /// that [`CausalDensity::probability`] reads. On the generator's multi-tier preset at
-/// Project 5's parallelism 45 (docs/performance.md, 2026-11-28), 1.5 gave the
+/// Project 5's parallelism 45 (docs/notes/performance-notebook.md, 2026-11-28), 1.5 gave the
 /// smallest per-node delay errors of 1, 1.25, 1.5, 1.75 and 2, and kept false negatives
 /// within 1/N.
 const PROBABILITY_SIGMAS: f64 = 1.5;

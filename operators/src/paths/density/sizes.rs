@@ -19,7 +19,7 @@ use super::*;
 /// share of all calls, multiplies the odds of each candidate of the type
 /// ([`SizeEvidence::ratio`]). No type is split by size, so a kind whose sizes vary keeps all
 /// its samples (splitting link types by size class was tried and cut kinds in two at the
-/// class bounds: docs/performance.md, 2026-11-27).
+/// class bounds: docs/notes/performance-notebook.md, 2026-11-27).
 ///
 /// Bins: 5% of the size wide, from 1 byte to about 9 MB, read over ±2 bins. Fading as in
 /// [`DelayDensity`]. State: three arrays of [`BINS`] floats per type, freed by `link` when
