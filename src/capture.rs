@@ -70,6 +70,15 @@ pub fn run(args: &CaptureArgs) -> Result<ExitCode> {
         .env(causeway_capture::CAPTURE_DIR_ENV, &dir)
         .status()
         .with_context(|| format!("cannot run {program}"))?;
+    // What processes that were killed had buffered (their spill files), into their logs.
+    match causeway_capture::spill::drain_dir(&dir) {
+        Ok((d, n)) if n > 0 => tracing::info!(
+            "recovered {} records of {n} processes that ended without writing them out",
+            d.records
+        ),
+        Ok(_) => {}
+        Err(e) => tracing::warn!("cannot recover buffered records: {e}"),
+    }
     tracing::info!("logs in {}", dir.display());
     Ok(match (status.code(), status.signal()) {
         (Some(c), _) => ExitCode::from(c.clamp(0, 255) as u8),

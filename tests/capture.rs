@@ -42,6 +42,10 @@ fn wait_for(port: u16) {
 fn preload_lib() -> PathBuf {
     static LIB: OnceLock<PathBuf> = OnceLock::new();
     LIB.get_or_init(|| {
+        // Another build of the library, to compare (`CAUSEWAY_TEST_PRELOAD=FILE`).
+        if let Some(lib) = std::env::var_os("CAUSEWAY_TEST_PRELOAD") {
+            return PathBuf::from(lib);
+        }
         // bin() is target/<profile>/causeway; the library lands next to it.
         let profile_dir = bin().parent().unwrap().to_owned();
         let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
@@ -511,5 +515,406 @@ else:
     for (canonical, count, _) in &found {
         assert!(canonical.starts_with("CLIENT>python3"), "{canonical}");
         assert_eq!(*count, 6, "{found:?}");
+    }
+}
+
+/// How a kill test stops the traced servers.
+#[derive(Clone, Copy, Debug)]
+enum Stop {
+    /// SIGTERM to each server's process group once the requests are done, as systemd,
+    /// `docker stop` and Kubernetes do: a server without a handler ends without its exit
+    /// handlers.
+    Term,
+    /// SIGKILL to each process group once the requests are done.
+    Kill,
+    /// SIGKILL to each process group while requests are in flight.
+    KillMidBurst,
+}
+
+impl Stop {
+    fn signal(self) -> &'static str {
+        match self {
+            Stop::Term => "-TERM",
+            Stop::Kill | Stop::KillMidBurst => "-KILL",
+        }
+    }
+}
+
+/// Whether the kill test runs `system` (`CAUSEWAY_KILL_SYSTEMS=nginx,redis`, default both).
+fn kill_system(system: &str) -> bool {
+    std::env::var("CAUSEWAY_KILL_SYSTEMS").map_or(true, |v| v.split(',').any(|s| s == system))
+}
+
+/// How many runs each kill test makes (`CAUSEWAY_KILL_RUNS`, default 2).
+fn kill_runs() -> usize {
+    std::env::var("CAUSEWAY_KILL_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2)
+}
+
+/// `causeway capture` in a process group of its own, so that a signal reaches the capture
+/// command and the server it runs together.
+fn capture_group(dir: &Path, program: &str, args: &[&str]) -> Child {
+    use std::os::unix::process::CommandExt;
+    capture(dir, program, args)
+        .process_group(0)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("start {program}: {e}"))
+}
+
+/// Sends `signal` to `child`'s process group and waits (at most 10 s) for the child.
+fn signal_group(child: &mut Child, signal: &str) {
+    let _ = Command::new("kill")
+        .args([signal, "--", &format!("-{}", child.id())])
+        .status();
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > Duration::from_secs(10) {
+            let _ = child.kill();
+            panic!("process group {} did not stop on {signal}", child.id());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The group's other processes (the server under the capture command) may outlive it
+    // by a moment.
+    std::thread::sleep(Duration::from_millis(100));
+}
+
+/// Requests `url` with curl (traced, into `cap`) until `n` were answered or `stop` is set;
+/// how many were answered in full.
+fn curl_requests(
+    cap: &Path,
+    url: &str,
+    n: usize,
+    stop: &std::sync::atomic::AtomicBool,
+    done: &std::sync::atomic::AtomicUsize,
+) -> usize {
+    let mut ok = 0;
+    let start = Instant::now();
+    while ok < n && !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        if start.elapsed() > Duration::from_secs(60) {
+            break;
+        }
+        let out = capture(
+            cap,
+            "curl",
+            &["-s", "-f", "--max-time", "5", "-o", "/dev/null", url],
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+        if out.success() {
+            ok += 1;
+            done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        } else {
+            break;
+        }
+    }
+    ok
+}
+
+/// One run: nginx proxying to `python3 -m http.server` (its own default signal handling),
+/// both under capture, requested by curl (under capture too), stopped by `stop`. Returns the
+/// requests curl saw answered, the instances of the whole path client → nginx → python →
+/// nginx → client, and the requests that reached nginx and went no further in the logs.
+fn nginx_python_run(stop: Stop, run: usize) -> (usize, u64, u64, u64, String) {
+    let dir = scratch(&format!("capture-kill-{run}"));
+    let cap = dir.join("cap");
+    let www = dir.join("www");
+    std::fs::create_dir_all(&www).unwrap();
+    std::fs::write(www.join("index.html"), "x".repeat(3000)).unwrap();
+    let (front, back) = (free_port(), free_port());
+    let d = dir.display();
+    let conf = format!(
+        "worker_processes 1;\ndaemon off;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n\
+         events {{ worker_connections 64; }}\n\
+         http {{\n  access_log off;\n  client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n\
+         fastcgi_temp_path {d}/fcgi;\n  uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n\
+         server {{ listen 127.0.0.1:{front}; location / {{ proxy_pass http://127.0.0.1:{back}; }} }}\n}}\n"
+    );
+    let conf_path = dir.join("nginx.conf");
+    std::fs::write(&conf_path, conf).unwrap();
+    let mut python = capture_group(
+        &cap,
+        "python3",
+        &[
+            "-m",
+            "http.server",
+            "--bind",
+            "127.0.0.1",
+            "--directory",
+            www.to_str().unwrap(),
+            &back.to_string(),
+        ],
+    );
+    let mut nginx = capture_group(&cap, "nginx", &["-c", conf_path.to_str().unwrap()]);
+    wait_for(back);
+    wait_for(front);
+    let url = format!("http://127.0.0.1:{front}/index.html");
+    let halt = std::sync::atomic::AtomicBool::new(false);
+    let done = std::sync::atomic::AtomicUsize::new(0);
+    let answered = match stop {
+        Stop::Term | Stop::Kill => curl_requests(&cap, &url, 20, &halt, &done),
+        Stop::KillMidBurst => std::thread::scope(|s| {
+            // One client at full speed: a request is in flight at the kill, and each
+            // request's path is unambiguous (concurrent requests through one nginx worker
+            // would test linking, not capture).
+            let client = s.spawn(|| curl_requests(&cap, &url, 1000, &halt, &done));
+            // Kill once the servers are busy (five requests answered; a path's shape needs a
+            // few to be learned), 0-300 ms later.
+            let start = Instant::now();
+            while done.load(std::sync::atomic::Ordering::Relaxed) < 5
+                && start.elapsed() < Duration::from_secs(20)
+            {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            std::thread::sleep(Duration::from_millis(100 * (run as u64 % 4)));
+            signal_group(&mut python, stop.signal());
+            signal_group(&mut nginx, stop.signal());
+            halt.store(true, std::sync::atomic::Ordering::Relaxed);
+            client.join().unwrap()
+        }),
+    };
+    if !matches!(stop, Stop::KillMidBurst) {
+        signal_group(&mut python, stop.signal());
+        signal_group(&mut nginx, stop.signal());
+    }
+    let records = causeway_jsonl(&[
+        "analyze",
+        "--format",
+        "jsonl",
+        "--emit",
+        "patterns,messages",
+        cap.to_str().unwrap(),
+    ]);
+    // python's replies to nginx with both ends in the logs: one per request python answered.
+    let replies = records
+        .iter()
+        .filter(|r| {
+            r["kind"] == "message"
+                && r["src"].as_str().is_some_and(|n| n.starts_with("python3["))
+                && r["dst"].as_str().is_some_and(|n| n.starts_with("nginx["))
+                && r["send_ns"].is_u64()
+                && r["recv_ns"].is_u64()
+        })
+        .count() as u64;
+    let found = final_patterns(&records);
+    let whole = found
+        .iter()
+        .filter(|(c, _, _)| c.starts_with("CLIENT>nginx[") && c.contains(">python3["))
+        .map(|(_, n, _)| n)
+        .sum();
+    // nginx calling the back end's bare address: python's side of the request is missing.
+    let bare = format!(">127.0.0.1:{back}(");
+    let cut = found
+        .iter()
+        .filter(|(c, _, _)| c.starts_with("CLIENT>nginx[") && c.contains(&bare))
+        .map(|(_, n, _)| n)
+        .sum();
+    let shown: Vec<String> = found
+        .iter()
+        .map(|(c, n, _)| format!("{n} {}", &c[..c.len().min(200)]))
+        .collect();
+    if whole + 1 < answered as u64 || cut > 1 || replies < answered as u64 {
+        // The run is failing: its logs stay for a look.
+        println!("logs kept in {}", cap.display());
+        std::mem::forget(dir);
+    }
+    (answered, replies, whole, cut, shown.join("\n"))
+}
+
+/// A client of redis that sends PING and reads PONG until `n` were answered, 20 s passed or
+/// the server went away; prints how many were answered.
+const PING_CLIENT: &str = "import socket, sys, time\n\
+    s = socket.create_connection(('127.0.0.1', int(sys.argv[1])))\n\
+    n, t = 0, time.time()\n\
+    try:\n\
+    \x20   while n < int(sys.argv[2]) and time.time() - t < 20:\n\
+    \x20       s.sendall(b'*1\\r\\n$4\\r\\nPING\\r\\n')\n\
+    \x20       if s.recv(64) != b'+PONG\\r\\n':\n\
+    \x20           break\n\
+    \x20       n += 1\n\
+    except OSError:\n\
+    \x20   pass\n\
+    print(n)\n";
+
+/// One run: redis-server under capture, requested by redis-benchmark (or, for a kill in
+/// the middle of a burst, by two PING clients that count their answers), all traced; the
+/// server stopped by `stop`. Returns the requests the clients saw answered and the
+/// instances of the path client → redis-server → client.
+fn redis_run(stop: Stop, run: usize) -> (usize, u64) {
+    let dir = scratch(&format!("capture-kill-redis-{run}"));
+    let cap = dir.join("cap");
+    let port = free_port();
+    let p = port.to_string();
+    let mut redis = capture_group(
+        &cap,
+        "redis-server",
+        &[
+            "--port",
+            &p,
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            dir.to_str().unwrap(),
+        ],
+    );
+    wait_for(port);
+    let answered = match stop {
+        Stop::Term | Stop::Kill => {
+            let n = 1000;
+            let out = capture(
+                &cap,
+                "redis-benchmark",
+                &[
+                    "-p",
+                    &p,
+                    "-n",
+                    &n.to_string(),
+                    "-c",
+                    "4",
+                    "-t",
+                    "set,get",
+                    "-q",
+                ],
+            )
+            .output()
+            .unwrap();
+            assert!(out.status.success(), "redis-benchmark failed");
+            signal_group(&mut redis, stop.signal());
+            2 * n
+        }
+        Stop::KillMidBurst => {
+            let clients: Vec<Child> = (0..2)
+                .map(|_| {
+                    capture(&cap, "python3", &["-c", PING_CLIENT, &p, "1000000"])
+                        .stdout(Stdio::piped())
+                        .stderr(Stdio::piped())
+                        .spawn()
+                        .unwrap()
+                })
+                .collect();
+            // Kill once both clients are at it (redis has answered 2,000 commands), 0-300 ms
+            // later.
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_secs(20) {
+                let info = Command::new("redis-cli")
+                    .args(["-p", &p, "info", "stats"])
+                    .output()
+                    .unwrap();
+                let processed = String::from_utf8_lossy(&info.stdout)
+                    .lines()
+                    .find_map(|l| l.strip_prefix("total_commands_processed:"))
+                    .and_then(|n| n.trim().parse::<u64>().ok())
+                    .unwrap_or(0);
+                if processed >= 2000 {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            std::thread::sleep(Duration::from_millis(100 * (run as u64 % 4)));
+            signal_group(&mut redis, stop.signal());
+            clients
+                .into_iter()
+                .map(|c| {
+                    let out = c.wait_with_output().unwrap();
+                    let said = String::from_utf8_lossy(&out.stdout);
+                    said.trim().parse::<usize>().unwrap_or_else(|_| {
+                        panic!(
+                            "the PING client said {said:?}: {}",
+                            String::from_utf8_lossy(&out.stderr)
+                        )
+                    })
+                })
+                .sum()
+        }
+    };
+    let records = causeway_jsonl(&[
+        "analyze",
+        "--format",
+        "jsonl",
+        "--emit",
+        "patterns",
+        cap.to_str().unwrap(),
+    ]);
+    let whole = final_patterns(&records)
+        .iter()
+        .filter(|(c, _, _)| c.starts_with("CLIENT>redis-server[") && c.contains(">CLIENT:*"))
+        .map(|(_, n, _)| n)
+        .sum();
+    if whole < answered as u64 {
+        // The run is failing: its logs stay for a look.
+        println!("logs kept in {}", cap.display());
+        std::mem::forget(dir);
+    }
+    (answered, whole)
+}
+
+/// Servers stopped by SIGTERM, by SIGKILL, and by SIGKILL in the middle of a burst lose no
+/// record: every request the client saw answered is a whole path through nginx and python,
+/// and none ends at python's bare address. (`CAUSEWAY_KILL_RUNS=20` for the issue's runs.)
+#[test]
+fn servers_killed_lose_no_records() {
+    if !system_tools(&["nginx", "curl", "python3", "kill"]) {
+        return;
+    }
+    for stop in [Stop::Term, Stop::Kill, Stop::KillMidBurst] {
+        if !kill_system("nginx") {
+            break;
+        }
+        let mut lines = Vec::new();
+        for run in 0..kill_runs() {
+            let (answered, replies, whole, cut, found) = nginx_python_run(stop, run);
+            lines.push(format!("{answered}/{replies}/{whole}/{cut}"));
+            assert!(answered > 0, "{stop:?} run {run}: no request answered");
+            assert!(
+                // At a kill in a burst, the one request in flight may have reached nginx
+                // and not python.
+                // Every answered request's records are there (python's reply, both ends),
+                // and on the whole path, but for one that linking may give another shape
+                // (the first requests are linked before any delay is learned: not a matter
+                // of capture).
+                replies >= answered as u64
+                    && whole + 1 >= answered as u64
+                    && cut <= u64::from(matches!(stop, Stop::KillMidBurst)),
+                "{stop:?} run {run}: {answered} answered, {replies} replies of python logged, \
+                 {whole} whole paths, {cut} cut at \
+                 python's address; patterns:\n{found}"
+            );
+        }
+        println!(
+            "nginx→python {stop:?}: answered/replies/whole/cut per run: {}",
+            lines.join(" ")
+        );
+    }
+    if !kill_system("redis") || !system_tools(&["redis-server", "redis-benchmark", "redis-cli"]) {
+        return;
+    }
+    for stop in [Stop::Term, Stop::Kill, Stop::KillMidBurst] {
+        let mut lines = Vec::new();
+        for run in 0..kill_runs() {
+            let (answered, whole) = redis_run(stop, run);
+            lines.push(format!("{answered}/{whole}"));
+            assert!(
+                answered > 0,
+                "redis {stop:?} run {run}: no request answered"
+            );
+            assert!(
+                whole >= answered as u64,
+                "redis {stop:?} run {run}: {answered} answered, {whole} whole paths"
+            );
+        }
+        println!(
+            "redis {stop:?}: answered/whole per run: {}",
+            lines.join(" ")
+        );
     }
 }

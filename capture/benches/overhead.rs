@@ -11,7 +11,7 @@
 //!
 //! Run: `cargo build --release -p causeway-preload && cargo bench -p causeway-capture --bench
 //! overhead` (`OVERHEAD_N=100000` for a shorter run; default 1,000,000 calls of each kind,
-//! strace runs a tenth of that).
+//! strace runs a tenth of that; `CAUSEWAY_PRELOAD=FILE` measures another build of the library).
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
@@ -111,8 +111,12 @@ fn parse(out: &[u8]) -> Vec<(String, f64)> {
         .collect()
 }
 
-/// The library next to this binary's profile directory, rebuilt first if its sources changed.
+/// The library next to this binary's profile directory, rebuilt first if its sources changed;
+/// or another build of it, to compare (`CAUSEWAY_PRELOAD=FILE`).
 fn preload_lib() -> PathBuf {
+    if let Some(lib) = std::env::var_os("CAUSEWAY_PRELOAD") {
+        return PathBuf::from(lib);
+    }
     let exe = std::env::current_exe().unwrap();
     let profile_dir = exe.parent().unwrap().parent().unwrap().to_path_buf();
     let lib = profile_dir.join("libcauseway_preload.so");

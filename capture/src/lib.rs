@@ -32,7 +32,9 @@
 //! writes a new log whose header names the one before. A `fork` child writes its own log,
 //! whose header names the parent's. A log that ends with the end-of-log record was closed by
 //! a clean exit; one that ends without it belongs to a process that was killed, called `exec`
-//! (its last record then is the exec call), or is still running.
+//! (its last record then is the exec call), or is still running. Beside a running or killed
+//! process's log lies `<log>.spill`, its unwritten buffers ([`spill`]): reading a directory
+//! appends a killed process's to its log first.
 //!
 //! # Format, version 1
 //!
@@ -127,6 +129,7 @@ pub mod hash;
 pub mod header;
 pub mod reader;
 pub mod record;
+pub mod spill;
 pub mod syscall;
 pub mod writer;
 

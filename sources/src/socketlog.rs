@@ -191,6 +191,25 @@ impl SocketLogReader {
         origin: OriginId,
         granularity: NodeGranularity,
     ) -> Result<SocketLogReader, String> {
+        let mut warnings = Vec::new();
+        // Records killed processes had buffered, recovered into their logs first.
+        match causeway_capture::spill::drain_dir(dir) {
+            Ok((d, n)) if n > 0 => tracing::info!(
+                "{}: recovered {} records of {n} processes that ended without writing them \
+                 out ({} buffers already written, {} bytes of a cut record removed)",
+                dir.display(),
+                d.records,
+                d.already_written,
+                d.cut
+            ),
+            Ok(_) => {}
+            Err(e) => warnings.push(Warning {
+                origin,
+                path: dir.display().to_string(),
+                offset: None,
+                message: format!("cannot recover buffered records: {e}"),
+            }),
+        }
         let logs = causeway_capture::read_dir(dir).map_err(|e| e.to_string())?;
         if logs.is_empty() {
             return Err(
@@ -198,7 +217,6 @@ impl SocketLogReader {
                     .into(),
             );
         }
-        let mut warnings = Vec::new();
         let mut stats = SourceStats::default();
         stats
             .formats

@@ -33,9 +33,14 @@
 //!   `execl`, `execlp` and `execle` are variadic, which stable Rust cannot define: they are not
 //!   interposed, so records buffered by other threads are lost when they succeed.
 //! - **exit**: a destructor (`.fini_array`) at `exit()`, and the `_exit`/`_Exit` wrappers, write
-//!   out every buffer and the end-of-log record. A raw `exit_group` system call or a fatal
-//!   signal loses what was still buffered (at most 16 KiB per thread, at most 100 ms old when
-//!   the thread last logged).
+//!   out every buffer and the end-of-log record, and remove the spill file.
+//! - **death**: the per-thread buffers live in `<log>.spill`, a file mapped shared, not in the
+//!   process's memory: when a process dies without its exit handlers (SIGKILL, an unhandled
+//!   SIGTERM, abort, the OOM killer, a raw `exit_group`), the kernel keeps what it had
+//!   buffered, and `causeway capture` or the next analysis of the directory appends it to the
+//!   log (`causeway_capture::spill`). A record counts once the buffer's committed length (a
+//!   release store after the record's bytes) covers it: a record half-written at the moment of
+//!   death is left out, never misread.
 //!
 //! # Not changing the program
 //!
@@ -60,6 +65,9 @@
 //! - Buffers are written when full, when a record finds the oldest one 100 ms old, at thread
 //!   exit, fork, exec and exit: a thread that stops making socket calls keeps its last records
 //!   until one of those happens (a reader following the log sees them late).
+//! - The spill file is 16 MiB long but sparse: only the pages of buffers in use take space
+//!   (16 KiB per thread that logged). Without room for it the library writes every record at
+//!   once, as it does for threads beyond its 1,024 buffers.
 //! - The datagram hash (FNV-1a, a multiply per byte) costs about 1.5 ns per payload byte.
 //! - Statically linked programs and programs that make system calls directly are not traced.
 

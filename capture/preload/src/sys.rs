@@ -450,7 +450,7 @@ unsafe fn conf_mut() -> &'static mut Conf {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Per-thread buffers.
+// Per-thread buffers, in the spill file.
 
 /// Buffers in the pool: threads beyond this many write each record with its own `write`.
 const SLOTS: usize = 1024;
@@ -458,19 +458,24 @@ const SLOTS: usize = 1024;
 const BUF: usize = 16 * 1024;
 /// A buffer is written out when its oldest record is this old (checked at each record).
 const FLUSH_AGE_NS: u64 = 100_000_000;
+/// The spill file's header: its magic, then zeros up to the first slot.
+const SPILL_HEAD: usize = 64;
+/// A slot in the spill file: the committed length (u32), four reserved bytes, the buffer.
+const SLOT_BYTES: usize = 8 + BUF;
+/// The spill file's size: sparse, so only the pages of buffers in use take space.
+const SPILL_BYTES: usize = SPILL_HEAD + SLOTS * SLOT_BYTES;
 
 const FREE: u32 = 0;
 const IDLE: u32 = 1;
 const BUSY: u32 = 2;
 const DEAD: u32 = 3;
 
-/// One thread's buffer. `state` guards the cells: whoever moves it from IDLE (or FREE) to
-/// BUSY has them to itself until it stores another state.
+/// One thread's buffer. `state` guards the cells and the slot's bytes in the spill mapping:
+/// whoever moves it from IDLE (or FREE) to BUSY has them to itself until it stores another
+/// state.
 struct Slot {
     state: AtomicU32,
-    len: UnsafeCell<usize>,
     first: UnsafeCell<u64>,
-    data: UnsafeCell<[u8; BUF]>,
 }
 
 // SAFETY: the cells are only touched by the thread that holds the slot BUSY.
@@ -479,11 +484,15 @@ unsafe impl Sync for Slot {}
 static POOL: [Slot; SLOTS] = [const {
     Slot {
         state: AtomicU32::new(FREE),
-        len: UnsafeCell::new(0),
         first: UnsafeCell::new(0),
-        data: UnsafeCell::new([0; BUF]),
     }
 }; SLOTS];
+
+/// The address of this image's spill mapping (`MAP_SHARED` over `<log>.spill`), 0 when there
+/// is none. The buffers live there, not in the process's own memory, so that what a process
+/// buffered outlives it: a reader finds the records a killed process had not yet written to
+/// its log in the spill file, each slot's committed bytes (`causeway_capture::spill`).
+static SPILL: AtomicUsize = AtomicUsize::new(0);
 
 const NO_SLOT: u32 = u32::MAX;
 const POOL_FULL: u32 = u32::MAX - 1;
@@ -507,14 +516,64 @@ fn tid() -> u32 {
         .unwrap_or_else(|_| sys_gettid())
 }
 
+/// Slot `i`'s committed length and buffer in the spill mapping.
+///
+/// # Safety
+/// The caller holds slot `i` BUSY (or the process is single-threaded), so that no other
+/// reference to its buffer is alive.
+#[allow(clippy::mut_from_ref)]
+unsafe fn slot_mem(i: usize) -> Option<(&'static AtomicU32, &'static mut [u8; BUF])> {
+    let base = SPILL.load(Acquire);
+    if base == 0 || i >= SLOTS {
+        return None;
+    }
+    let at = base + SPILL_HEAD + i * SLOT_BYTES;
+    // SAFETY: the mapping is SPILL_BYTES long, page-aligned, and stays mapped while SPILL is
+    // non-zero (only a fork child, single-threaded, replaces it); `at` is 4-aligned (64 +
+    // a multiple of 8) and `at + 8 + BUF` is within the mapping. The caller holds the slot.
+    unsafe {
+        Some((
+            &*(at as *const AtomicU32),
+            &mut *((at + 8) as *mut [u8; BUF]),
+        ))
+    }
+}
+
+/// Slot `i`'s committed length alone (any thread may read it).
+fn slot_committed(i: usize) -> Option<&'static AtomicU32> {
+    let base = SPILL.load(Acquire);
+    if base == 0 || i >= SLOTS {
+        return None;
+    }
+    // SAFETY: as in `slot_mem`: the address is 4-aligned and inside the mapping, and the
+    // length is only ever accessed atomically.
+    Some(unsafe { &*((base + SPILL_HEAD + i * SLOT_BYTES) as *const AtomicU32) })
+}
+
+/// Writes out slot `i`'s committed records and empties it.
+///
+/// # Safety
+/// As for `slot_mem`.
+unsafe fn flush_slot(i: usize) {
+    // SAFETY: as the caller guarantees.
+    if let Some((len, data)) = unsafe { slot_mem(i) } {
+        let n = (len.load(Relaxed) as usize).min(BUF);
+        write_log(data.get(..n).unwrap_or(&[]));
+        len.store(0, Release);
+    }
+}
+
 /// This thread's buffer, claimed on first use.
-fn my_slot() -> Option<&'static Slot> {
+fn my_slot() -> Option<usize> {
+    if SPILL.load(Relaxed) == 0 {
+        return None;
+    }
     let cur = MY_SLOT.try_with(Cell::get).unwrap_or(POOL_FULL);
     if cur == POOL_FULL {
         return None;
     }
-    if let Some(s) = POOL.get(cur as usize) {
-        return Some(s);
+    if (cur as usize) < SLOTS {
+        return Some(cur as usize);
     }
     let start = (tid() as usize).wrapping_mul(7) % SLOTS;
     for k in 0..SLOTS {
@@ -524,8 +583,8 @@ fn my_slot() -> Option<&'static Slot> {
             .compare_exchange(FREE, BUSY, Acquire, Relaxed)
             .is_ok()
         {
-            // SAFETY: we hold the slot BUSY.
-            unsafe { *s.len.get() = 0 };
+            // A slot left by an exited thread was written out then; one a fork child took
+            // over was emptied by its new spill file. Whatever is committed is ours now.
             s.state.store(IDLE, Release);
             let _ = MY_SLOT.try_with(|c| c.set(i as u32));
             let key = KEY.load(Relaxed);
@@ -534,7 +593,7 @@ fn my_slot() -> Option<&'static Slot> {
                 // SAFETY: `key` came from pthread_key_create; the value is an integer tag.
                 unsafe { libc::pthread_setspecific(key, (i + 1) as *const c_void) };
             }
-            return Some(s);
+            return Some(i);
         }
     }
     let _ = MY_SLOT.try_with(|c| c.set(POOL_FULL));
@@ -542,35 +601,44 @@ fn my_slot() -> Option<&'static Slot> {
 }
 
 /// Appends a record to this thread's buffer, or writes it at once when the buffer is not
-/// available (pool full, a signal handler interrupted this thread's own append, the process
-/// is exiting).
+/// available (no spill file, pool full, a signal handler interrupted this thread's own
+/// append, the process is exiting). A record counts once its bytes are in the buffer and the
+/// committed length covers them (a release store after the bytes): a process killed while
+/// encoding leaves the record out of the spill, never half of it in.
 fn emit(rec: &Rec) {
     if !on() || CLOSED.load(Relaxed) {
         return;
     }
-    if let Some(s) = my_slot() {
+    if let Some(i) = my_slot() {
+        let s = &POOL[i];
         if s.state
             .compare_exchange(IDLE, BUSY, Acquire, Relaxed)
             .is_ok()
         {
-            // SAFETY: holding the slot BUSY gives this thread the cells to itself.
-            let (len, first, data) =
-                unsafe { (&mut *s.len.get(), &mut *s.first.get(), &mut *s.data.get()) };
-            if *len > BUF - MAX_RECORD {
-                write_log(data.get(..*len).unwrap_or(&[]));
-                *len = 0;
-            }
-            let n = rec.encode(data.get_mut(*len..).unwrap_or(&mut []));
-            if *len == 0 {
-                *first = rec.time;
-            }
-            *len += n;
-            if *len > BUF - MAX_RECORD || rec.time.saturating_sub(*first) >= FLUSH_AGE_NS {
-                write_log(data.get(..*len).unwrap_or(&[]));
-                *len = 0;
+            // SAFETY: holding the slot BUSY gives this thread the cells and the buffer.
+            let first = unsafe { &mut *s.first.get() };
+            // SAFETY: as above.
+            if let Some((committed, data)) = unsafe { slot_mem(i) } {
+                let mut len = (committed.load(Relaxed) as usize).min(BUF);
+                if len > BUF - MAX_RECORD {
+                    write_log(data.get(..len).unwrap_or(&[]));
+                    committed.store(0, Release);
+                    len = 0;
+                }
+                let n = rec.encode(data.get_mut(len..).unwrap_or(&mut []));
+                if len == 0 {
+                    *first = rec.time;
+                }
+                len += n;
+                committed.store(len as u32, Release);
+                if len > BUF - MAX_RECORD || rec.time.saturating_sub(*first) >= FLUSH_AGE_NS {
+                    write_log(data.get(..len).unwrap_or(&[]));
+                    committed.store(0, Release);
+                }
+                s.state.store(IDLE, Release);
+                return;
             }
             s.state.store(IDLE, Release);
-            return;
         }
     }
     emit_direct(rec);
@@ -585,15 +653,13 @@ fn emit_direct(rec: &Rec) {
 /// Writes out every buffer that is not in use and leaves it in `then` (IDLE to keep using it,
 /// DEAD at exit). A buffer in use is waited for briefly, then left alone.
 fn flush_all(then: u32) {
-    for s in POOL.iter() {
+    for (i, s) in POOL.iter().enumerate() {
         let mut spins = 0;
         loop {
             match s.state.compare_exchange(IDLE, BUSY, Acquire, Relaxed) {
                 Ok(_) => {
                     // SAFETY: holding the slot BUSY.
-                    let (len, data) = unsafe { (&mut *s.len.get(), &*s.data.get()) };
-                    write_log(data.get(..*len).unwrap_or(&[]));
-                    *len = 0;
+                    unsafe { flush_slot(i) };
                     s.state.store(then, Release);
                     break;
                 }
@@ -618,9 +684,7 @@ unsafe extern "C" fn thread_exit(tag: *mut c_void) {
             match s.state.compare_exchange(IDLE, BUSY, Acquire, Relaxed) {
                 Ok(_) => {
                     // SAFETY: holding the slot BUSY.
-                    let (len, data) = unsafe { (&mut *s.len.get(), &*s.data.get()) };
-                    write_log(data.get(..*len).unwrap_or(&[]));
-                    *len = 0;
+                    unsafe { flush_slot(i) };
                     s.state.store(FREE, Release);
                     break;
                 }
@@ -768,6 +832,95 @@ fn set_name(c: &mut Conf, n: u32) -> bool {
     true
 }
 
+/// The spill file's first bytes: magic and version, then the slot count, the bytes per slot
+/// and the header's length, u32 each (read by `causeway_capture::spill`).
+const SPILL_MAGIC: [u8; 8] = *b"CWSPILL\x01";
+
+/// `path` (NUL-terminated) with `.spill` appended, NUL-terminated, in `out`; its length.
+fn spill_path(path: &[u8], out: &mut [u8; 4096 + 256 + 2 + 8]) -> Option<usize> {
+    let n = path.iter().position(|&b| b == 0)?;
+    let end = n + b".spill\0".len();
+    out.get_mut(..n)?.copy_from_slice(path.get(..n)?);
+    out.get_mut(n..end)?.copy_from_slice(b".spill\0");
+    Some(end)
+}
+
+/// Creates `<log>.spill`, sparse and `SPILL_BYTES` long, maps it shared, and makes it this
+/// image's buffers. Without it (no room, no mmap), every record is written at once.
+///
+/// # Safety
+/// Single-threaded (the constructor, a fork child), with no spill mapped.
+unsafe fn map_spill(path: &[u8]) {
+    let mut p = [0u8; 4096 + 256 + 2 + 8];
+    let Some(n) = spill_path(path, &mut p) else {
+        return;
+    };
+    let fd = sys_open(
+        &p[..n],
+        libc::O_RDWR | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
+        0o644,
+    );
+    if fd < 0 {
+        return;
+    }
+    // SAFETY: ftruncate and mmap of a descriptor this library just opened; the mapping is
+    // only used through `slot_mem` while SPILL holds its address.
+    let addr = unsafe {
+        if libc::ftruncate(fd, SPILL_BYTES as off_t) == 0 {
+            libc::mmap(
+                core::ptr::null_mut(),
+                SPILL_BYTES,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            )
+        } else {
+            libc::MAP_FAILED
+        }
+    };
+    sys_close(fd);
+    if addr == libc::MAP_FAILED {
+        // SAFETY: `p` is NUL-terminated.
+        unsafe { libc::syscall(libc::SYS_unlinkat, libc::AT_FDCWD, p.as_ptr(), 0) };
+        return;
+    }
+    let mut head = [0u8; 20];
+    head[..8].copy_from_slice(&SPILL_MAGIC);
+    head[8..12].copy_from_slice(&(SLOTS as u32).to_le_bytes());
+    head[12..16].copy_from_slice(&(SLOT_BYTES as u32).to_le_bytes());
+    head[16..20].copy_from_slice(&(SPILL_HEAD as u32).to_le_bytes());
+    // SAFETY: the mapping is at least SPILL_HEAD bytes long and writable.
+    unsafe { core::ptr::copy_nonoverlapping(head.as_ptr(), addr.cast::<u8>(), head.len()) };
+    SPILL.store(addr as usize, Release);
+}
+
+/// Lets go of the spill mapping (a fork child's inherited one is the parent's).
+///
+/// # Safety
+/// Single-threaded, as for `map_spill`.
+unsafe fn unmap_spill() {
+    let addr = SPILL.swap(0, AcqRel);
+    if addr != 0 {
+        // SAFETY: `addr` is a mapping of SPILL_BYTES made by `map_spill`, and no slot is in
+        // use (single-threaded).
+        unsafe { libc::munmap(addr as *mut c_void, SPILL_BYTES) };
+    }
+}
+
+/// At a clean end: removes the spill file when every buffer was written out (a buffer
+/// another thread still held stays in it, for a reader to find).
+fn remove_spill() {
+    if (0..SLOTS).any(|i| slot_committed(i).is_some_and(|len| len.load(Acquire) != 0)) {
+        return;
+    }
+    let mut p = [0u8; 4096 + 256 + 2 + 8];
+    if spill_path(&conf().path, &mut p).is_some() {
+        // SAFETY: `p` is NUL-terminated.
+        unsafe { libc::syscall(libc::SYS_unlinkat, libc::AT_FDCWD, p.as_ptr(), 0) };
+    }
+}
+
 /// Creates this image's log and writes its header. `origin` START becomes EXEC when the log of
 /// an earlier image of the same process (same pid and start time) is there.
 ///
@@ -855,6 +1008,9 @@ unsafe fn open_log(mut origin: u8, previous: &[u8]) -> bool {
     c.header_len = len;
     sys_write(fd, &c.header[..len]);
     adopt(fd);
+    // SAFETY: single-threaded, as the caller guarantees; no spill is mapped (the constructor
+    // maps none before, a fork child unmapped the parent's).
+    unsafe { map_spill(&c.path) };
     true
 }
 
@@ -1024,9 +1180,7 @@ unsafe extern "C" fn atfork_prepare() {
             .is_ok()
         {
             // SAFETY: holding the slot BUSY.
-            let (len, data) = unsafe { (&mut *s.len.get(), &*s.data.get()) };
-            write_log(data.get(..*len).unwrap_or(&[]));
-            *len = 0;
+            unsafe { flush_slot(cur as usize) };
             s.state.store(IDLE, Release);
         }
     }
@@ -1051,13 +1205,15 @@ unsafe extern "C" fn atfork_child() {
     let _ = MY_TID.try_with(|t| t.set(0));
     let mine = MY_SLOT.try_with(Cell::get).unwrap_or(NO_SLOT) as usize;
     for (i, s) in POOL.iter().enumerate() {
-        // SAFETY: the child has one thread: no one else touches the cells. Records the parent
-        // had buffered stay the parent's.
-        unsafe { *s.len.get() = 0 };
         if i != mine {
             s.state.store(FREE, Relaxed);
         }
     }
+    // The spill mapping is the parent's (shared): the child lets go of it untouched, and
+    // `open_log` maps a spill file of its own. Records the parent had buffered stay the
+    // parent's.
+    // SAFETY: a fork child has one thread.
+    unsafe { unmap_spill() };
     let old = LOG_FD.swap(-1, AcqRel);
     if old >= 0 {
         sys_close(old);
@@ -1084,6 +1240,7 @@ fn finish(status: Option<c_int>) {
     let mut r = Rec::new(code::END, now(), tid(), -1, 0);
     r.arg = status.map(i64::from);
     emit_direct(&r);
+    remove_spill();
     set_errno(e);
 }
 
