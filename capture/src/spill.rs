@@ -140,8 +140,11 @@ pub fn drain(log: &Path) -> Result<Option<Drained>, LogError> {
     File::open(&spill)
         .and_then(|mut f| f.read_to_end(&mut bytes))
         .map_err(open_err(&spill))?;
-    let mut done = Drained::default();
-    let blocks = blocks(&bytes, &spill, &mut done)?;
+    let (blocks, skipped) = buffers(&bytes, &spill)?;
+    let mut done = Drained {
+        skipped,
+        ..Drained::default()
+    };
 
     // Where the log's last whole record ends; a record cut short after it goes.
     let end = whole_records_end(log, &name)?;
@@ -210,15 +213,13 @@ pub fn drain_dir(dir: &Path) -> Result<(Drained, usize), LogError> {
     Ok((total, logs))
 }
 
-/// The spill file's buffers: each slot's committed records, whole records only.
-fn blocks<'a>(
-    bytes: &'a [u8],
-    spill: &Path,
-    done: &mut Drained,
-) -> Result<Vec<&'a [u8]>, LogError> {
+/// The buffers of the spill file `spill` whose contents are `bytes`: each slot's committed
+/// records, whole and valid records only; and the bytes of committed records skipped as not
+/// whole or not valid.
+pub fn buffers<'a>(bytes: &'a [u8], spill: &Path) -> Result<(Vec<&'a [u8]>, u64), LogError> {
     let u32_at = |at: usize| {
         bytes
-            .get(at..at + 4)
+            .get(at..at.checked_add(4)?)
             .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
     };
     let bad = |what: &str| LogError::Open {
@@ -235,27 +236,33 @@ fn blocks<'a>(
         return Err(bad("spill header out of range"));
     }
     let mut out = Vec::new();
+    let mut skipped = 0u64;
     for i in 0..slots {
-        let at = head + i * slot_bytes;
+        let Some(at) = i.checked_mul(slot_bytes).and_then(|o| o.checked_add(head)) else {
+            break;
+        };
         let Some(committed) = u32_at(at) else {
             break;
         };
         if committed == 0 {
             continue;
         }
-        let Some(data) = bytes.get(at + 8..at + 8 + committed.min(slot_bytes - 8)) else {
-            done.skipped += committed as u64;
+        let data = at
+            .checked_add(8)
+            .and_then(|from| bytes.get(from..from.checked_add(committed.min(slot_bytes - 8))?));
+        let Some(data) = data else {
+            skipped += committed as u64;
             continue;
         };
         let whole = record_starts(data)
             .last()
             .map_or(0, |&k| k + record_len(&data[k..]));
-        done.skipped += (committed - whole) as u64;
+        skipped += (committed - whole) as u64;
         if whole > 0 {
             out.push(&data[..whole]);
         }
     }
-    Ok(out)
+    Ok((out, skipped))
 }
 
 /// The length field of the record at the start of `b` (0 if `b` is too short).
