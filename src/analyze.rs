@@ -206,8 +206,9 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
         Some(path) => Names::load(path)?,
         None => Names::new(),
     });
-    // Every input live on this host: one clock, packets handed over within ~100 ms.
-    let all_live = inputs.is_empty() && !sniffers.is_empty();
+    // Every input live on this host: one clock, packets (or socket calls) handed over in time
+    // order.
+    let all_live = (inputs.is_empty() && !sniffers.is_empty()) || args.follow;
     let lateness_ns = args.engine.lateness(all_live).as_nanos() as u64;
     // A live run reports as soon as it can; a replay links its first seconds twice.
     let warmup_ns = args
@@ -347,6 +348,7 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
                 NodeGranularityArg::Process => NodeGranularity::Process,
                 NodeGranularityArg::Host => NodeGranularity::Host,
             },
+            follow_logs: args.follow,
             ..DecodeOptions::default()
         },
         alignment: Arc::new(boot.alignment),
@@ -361,7 +363,12 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
         },
         calls: CallsConfig {
             window_ns: reconcile_window.as_nanos() as u64,
-            ..CallsConfig::default()
+            // Live, a run of sends is ended as soon as a reply could have come.
+            idle_ns: if all_live {
+                reconcile_window.as_nanos() as u64
+            } else {
+                CallsConfig::default().idle_ns
+            },
         },
         clock: ClockConfig {
             window_ns: args.clock_window.as_nanos() as u64,

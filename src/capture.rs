@@ -72,7 +72,7 @@ pub fn run(args: &CaptureArgs) -> Result<ExitCode> {
         .with_context(|| format!("cannot run {program}"))?;
     // What processes that were killed had buffered (their spill files), into their logs.
     match causeway_capture::spill::drain_dir(&dir) {
-        Ok((d, n)) if n > 0 => tracing::info!(
+        Ok((d, n)) if d.records > 0 || d.cut > 0 => tracing::info!(
             "recovered {} records of {n} processes that ended without writing them out",
             d.records
         ),

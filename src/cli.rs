@@ -665,6 +665,13 @@ pub struct AnalyzeArgs {
     /// Socket-call logs: whether each process is a node (`program[pid]@host`) or each host.
     #[arg(long, value_enum, default_value_t = NodeGranularityArg::Process)]
     pub node_granularity: NodeGranularityArg,
+    /// Follow capture directories (of `causeway capture`) while their programs run: new logs
+    /// are picked up, logs are read as they grow, and reports go on until Ctrl-C, SIGTERM,
+    /// --duration or --count, as with --live. Records are taken in once 0.5 s old (the
+    /// library writes a thread's buffer out 100 ms after its first record, at the latest at
+    /// the thread's next call; what comes later is counted late).
+    #[arg(long)]
+    pub follow: bool,
     /// A sniffer on a host: NAME=IP[,IP...] says which addresses are the host's own (else
     /// inferred from the traffic). Repeatable.
     #[arg(long, value_name = "NAME=IP,...")]

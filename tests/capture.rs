@@ -928,3 +928,94 @@ fn servers_killed_lose_no_records() {
         );
     }
 }
+
+/// `analyze --follow` on the directory a running server is captured into: its pattern is
+/// reported while the server runs (before the run's --duration ends it), not only at the end.
+#[test]
+fn a_running_server_is_followed_live() {
+    use std::io::BufRead;
+    if !system_tools(&["curl", "python3", "kill"]) {
+        return;
+    }
+    let dir = scratch("capture-follow");
+    let cap = dir.join("cap");
+    let www = dir.join("www");
+    std::fs::create_dir_all(&www).unwrap();
+    std::fs::write(www.join("index.html"), "hello").unwrap();
+    let port = free_port();
+    let mut server = capture_group(
+        &cap,
+        "python3",
+        &[
+            "-m",
+            "http.server",
+            "--bind",
+            "127.0.0.1",
+            "--directory",
+            www.to_str().unwrap(),
+            &port.to_string(),
+        ],
+    );
+    wait_for(port);
+    let duration = 14.0;
+    let mut analyze = Command::new(bin())
+        .args([
+            "analyze", "--follow", "--format", "jsonl", "--emit", "patterns",
+        ])
+        .args([
+            "--emit-every",
+            "500ms",
+            "--max-delay",
+            "500ms",
+            "--duration",
+            "14s",
+        ])
+        .arg(&cap)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let url = format!("http://127.0.0.1:{port}/index.html");
+    let halt = std::sync::atomic::AtomicBool::new(false);
+    let done = std::sync::atomic::AtomicUsize::new(0);
+    let first_pattern = std::thread::scope(|s| {
+        let requests = s.spawn(|| {
+            let start = Instant::now();
+            let mut n = 0;
+            while start.elapsed() < Duration::from_secs(12)
+                && !halt.load(std::sync::atomic::Ordering::Relaxed)
+            {
+                n += curl_requests(&cap, &url, 1, &halt, &done);
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            n
+        });
+        let mut first = None;
+        for line in std::io::BufReader::new(analyze.stdout.take().unwrap()).lines() {
+            let line = line.unwrap();
+            let r: serde_json::Value = serde_json::from_str(&line).unwrap();
+            if first.is_none()
+                && r["kind"] == "pattern"
+                && r["count"].as_u64().unwrap_or(0) > 0
+                && r["canonical"]
+                    .as_str()
+                    .is_some_and(|c| c.contains(">python3["))
+            {
+                first = Some(started.elapsed().as_secs_f64());
+            }
+        }
+        halt.store(true, std::sync::atomic::Ordering::Relaxed);
+        assert!(requests.join().unwrap() > 0, "no request answered");
+        first
+    });
+    assert!(analyze.wait().unwrap().success());
+    signal_group(&mut server, "-TERM");
+    let first = first_pattern.expect("the server's pattern was never reported");
+    println!("the server's pattern was first reported {first:.2} s after analyze started");
+    assert!(
+        first < duration - 1.0,
+        "the server's pattern was first reported at {first:.2} s, at the end of the run, not \
+         while it ran"
+    );
+}

@@ -93,6 +93,24 @@ impl<R: Read> Reader<R> {
         Self::build(inner, file.into(), Some((follow, None)))
     }
 
+    /// A reader of a log's records from `offset` on, a record boundary an earlier reader of
+    /// the same log reached ([`Reader::offset`]), with the header that reader read; `inner`
+    /// is positioned at `offset`. For reading a log again as it grows.
+    pub fn resume(inner: R, file: impl Into<String>, header: LogHeader, offset: u64) -> Reader<R> {
+        Reader {
+            inner,
+            file: file.into(),
+            header,
+            buf: Vec::new(),
+            pos: 0,
+            offset,
+            done: false,
+            closed: false,
+            exec_pending: false,
+            follow: None,
+        }
+    }
+
     fn build(
         inner: R,
         file: String,

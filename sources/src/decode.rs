@@ -74,6 +74,9 @@ pub struct DecodeOptions {
     /// Put a capture file's packets back in timestamp order within a few ms
     /// ([`crate::sorted`]): analysis needs it, counting (`stats`) does not.
     pub sort_packets: bool,
+    /// Follow capture directories while their programs run
+    /// ([`crate::socketlog::SocketLogReader::follow`]).
+    pub follow_logs: bool,
 }
 
 impl Default for DecodeOptions {
@@ -82,6 +85,7 @@ impl Default for DecodeOptions {
             hash_payload: true,
             node_granularity: NodeGranularity::Process,
             sort_packets: true,
+            follow_logs: false,
         }
     }
 }

@@ -181,6 +181,11 @@ pub fn open_ordered(
         })
     } else {
         let path = Path::new(&spec.path);
+        if decode.follow_logs && (path.is_dir() || !path.exists()) {
+            let reader = SocketLogReader::follow(path, spec.origin, decode.node_granularity)
+                .map_err(fail)?;
+            return Ok((Box::new(reader), InputKind::SocketLog));
+        }
         if path.is_dir() {
             let reader = SocketLogReader::open(path, spec.origin, decode.node_granularity)
                 .map_err(|reason| {

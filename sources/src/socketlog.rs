@@ -23,11 +23,12 @@
 //!   (records of [`REORDER_NS`]). Freed at each process's end-of-log record.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
 use std::fs::File;
-use std::io::BufReader;
+use std::io::{BufReader, Seek, SeekFrom};
 use std::net::{IpAddr, SocketAddr};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use causeway_capture::{
     Call, Endpoint as LogEndpoint, LogError, LogHeader, Origin, Reader, Record, SocketKind,
@@ -41,6 +42,16 @@ use crate::{ObservationReader, Warning, warning_limit};
 
 /// How far (ns) records of one log may be out of time order and still be put back in order.
 pub const REORDER_NS: Nanos = 1_000_000_000;
+/// Following a directory: a record is released once it is this old (ns), and the watermark
+/// trails the clock by as much: the library's 100 ms flush age, with room. A thread's records
+/// that reach the log later than that (it went quiet with records buffered) are counted late.
+pub const FOLLOW_HOLD_NS: Nanos = 500_000_000;
+/// Following a directory: how often it is listed for new logs.
+const RESCAN: Duration = Duration::from_millis(200);
+/// Following a directory: how often a log read to its end is read again.
+const REREAD: Duration = Duration::from_millis(50);
+/// Following a directory: how often a log's writer is checked for being gone.
+const WRITER_CHECK: Duration = Duration::from_secs(1);
 
 /// One connection as a process knows it.
 #[derive(Clone, Debug)]
@@ -117,6 +128,13 @@ impl Process {
 /// One log being read, with its reorder buffer.
 struct OpenLog {
     reader: Reader<BufReader<File>>,
+    path: PathBuf,
+    /// Following: read to the end of what is written; read again from `reader.offset()`.
+    at_end: bool,
+    last_read: Instant,
+    last_writer_check: Instant,
+    /// Following: the writer is gone and its buffers were recovered; the next end is the end.
+    last_pass: bool,
     key: (String, u32),
     /// Records read but not yet released, by time (then read order).
     buffer: BinaryHeap<Reverse<(Nanos, u64, Box<Record>)>>,
@@ -127,9 +145,10 @@ struct OpenLog {
 }
 
 impl OpenLog {
-    /// Reads until the oldest buffered record can be released. Errors end the log.
-    fn fill(&mut self, damage: &mut Vec<LogError>) {
-        while !self.done {
+    /// Reads until the oldest buffered record can be released. Errors end the log; when
+    /// `following`, the end of what is written, or a record still being written, does not.
+    fn fill(&mut self, damage: &mut Vec<LogError>, following: bool) {
+        while !self.done && !self.at_end {
             if let Some(Reverse((t, _, _))) = self.buffer.peek() {
                 if self.newest >= t.saturating_add(REORDER_NS) {
                     return;
@@ -142,13 +161,63 @@ impl OpenLog {
                     self.buffer
                         .push(Reverse((r.time_ns, self.seq, Box::new(r))));
                 }
+                Some(Err(LogError::Truncated { offset, .. }))
+                    if following && !self.last_pass && !self.reader.closed() =>
+                {
+                    // A write under way: read again from the record's start.
+                    self.at_end = true;
+                    self.resume_at(offset);
+                }
                 Some(Err(e)) => {
                     damage.push(e);
                     self.done = true;
                 }
+                None if following && !self.last_pass && !self.reader.closed() => {
+                    self.at_end = true;
+                    let offset = self.reader.offset();
+                    self.resume_at(offset);
+                }
                 None => self.done = true,
             }
         }
+    }
+
+    /// A fresh reader of this log from `offset` (a record boundary) on.
+    fn resume_at(&mut self, offset: u64) {
+        self.last_read = Instant::now();
+        let file = File::open(&self.path).and_then(|mut f| {
+            f.seek(SeekFrom::Start(offset))?;
+            Ok(f)
+        });
+        match file {
+            Ok(f) => {
+                self.reader = Reader::resume(
+                    BufReader::new(f),
+                    self.path.display().to_string(),
+                    self.reader.header().clone(),
+                    offset,
+                );
+            }
+            Err(_) => self.done = true,
+        }
+    }
+
+    /// Following: reads again a log read to its end, when due; checks now and then whether
+    /// its writer is gone, and if so recovers what it had buffered (its spill file) and reads
+    /// the log one last time.
+    fn poll(&mut self) {
+        if !self.at_end || self.last_read.elapsed() < REREAD {
+            return;
+        }
+        if self.last_writer_check.elapsed() >= WRITER_CHECK {
+            self.last_writer_check = Instant::now();
+            if !causeway_capture::spill::writer_alive(self.reader.header()) {
+                let _ = causeway_capture::spill::drain(&self.path);
+                self.last_pass = true;
+            }
+        }
+        self.at_end = false;
+        self.last_read = Instant::now();
     }
 
     fn head(&self) -> Option<Nanos> {
@@ -176,6 +245,22 @@ pub struct SocketLogReader {
     warnings: Vec<Warning>,
     shown: usize,
     done: bool,
+    /// Following the directory while its programs run ([`SocketLogReader::follow`]).
+    following: Option<Following>,
+}
+
+/// What following a directory keeps: which logs it knows, and when it last listed them.
+struct Following {
+    dir: PathBuf,
+    known: HashSet<PathBuf>,
+    last_scan: Instant,
+}
+
+/// The wall clock, ns since the epoch.
+fn wall_ns() -> Nanos {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as Nanos)
 }
 
 /// Whether `dir` looks like a capture directory (it holds at least one log).
@@ -194,7 +279,7 @@ impl SocketLogReader {
         let mut warnings = Vec::new();
         // Records killed processes had buffered, recovered into their logs first.
         match causeway_capture::spill::drain_dir(dir) {
-            Ok((d, n)) if n > 0 => tracing::info!(
+            Ok((d, n)) if d.records > 0 || d.cut > 0 => tracing::info!(
                 "{}: recovered {} records of {n} processes that ended without writing them \
                  out ({} buffers already written, {} bytes of a cut record removed)",
                 dir.display(),
@@ -268,7 +353,89 @@ impl SocketLogReader {
             warnings,
             shown: 0,
             done: false,
+            following: None,
         })
+    }
+
+    /// Like [`SocketLogReader::open`], and then follows the directory while its programs run
+    /// (`analyze --follow`): logs that appear are opened, logs are read again as they grow,
+    /// records are released once [`FOLLOW_HOLD_NS`] old (the watermark trails the clock by as
+    /// much), and a log ends at its end-of-log record, or when its writer is gone (its
+    /// buffered records recovered first). The input never ends by itself: the run's stop
+    /// (Ctrl-C, `--duration`, `--count`) ends it.
+    pub fn follow(
+        dir: &Path,
+        origin: OriginId,
+        granularity: NodeGranularity,
+    ) -> Result<SocketLogReader, String> {
+        std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+        let mut r = match SocketLogReader::open(dir, origin, granularity) {
+            Ok(r) => r,
+            // No log yet: the programs have not started.
+            Err(_) if causeway_capture::read_dir(dir).is_ok_and(|l| l.is_empty()) => {
+                SocketLogReader {
+                    origin,
+                    granularity,
+                    waiting: VecDeque::new(),
+                    open: Vec::new(),
+                    processes: HashMap::new(),
+                    forks: HashMap::new(),
+                    stats: SourceStats::default(),
+                    warnings: Vec::new(),
+                    shown: 0,
+                    done: false,
+                    following: None,
+                }
+            }
+            Err(e) => return Err(e),
+        };
+        let known = r.waiting.iter().map(|w| w.path.clone()).collect();
+        r.following = Some(Following {
+            dir: dir.to_path_buf(),
+            known,
+            last_scan: Instant::now(),
+        });
+        Ok(r)
+    }
+
+    /// Following: lists the directory for logs not seen yet (one whose header is not all
+    /// written yet is tried again at the next listing).
+    fn rescan(&mut self) {
+        let Some(f) = &mut self.following else {
+            return;
+        };
+        if f.last_scan.elapsed() < RESCAN {
+            return;
+        }
+        f.last_scan = Instant::now();
+        let Ok(logs) = causeway_capture::read_dir(&f.dir) else {
+            return;
+        };
+        let mut fresh = Vec::new();
+        for log in logs {
+            if f.known.contains(&log.path) {
+                continue;
+            }
+            if let Ok(r) = causeway_capture::open(&log.path) {
+                f.known.insert(log.path.clone());
+                self.stats
+                    .formats
+                    .entry("socket-call log".into())
+                    .and_modify(|n| *n += 1)
+                    .or_insert(1);
+                fresh.push(Waiting {
+                    start_ns: r.header().realtime_ns,
+                    header: r.header().clone(),
+                    path: log.path,
+                });
+            }
+        }
+        if fresh.is_empty() {
+            return;
+        }
+        let mut all: Vec<Waiting> = self.waiting.drain(..).chain(fresh).collect();
+        all.sort_by_key(|w| (w.start_ns, w.header.pid, w.header.image));
+        self.waiting = all.into();
     }
 
     /// Reports a log's damage once (up to the warning limit): the log file and the offset
@@ -305,6 +472,11 @@ impl SocketLogReader {
             Ok(reader) => self.open.push(OpenLog {
                 key: (w.header.hostname.clone(), w.header.pid),
                 reader,
+                path: w.path,
+                at_end: false,
+                last_read: Instant::now(),
+                last_writer_check: Instant::now(),
+                last_pass: false,
                 buffer: BinaryHeap::new(),
                 seq: 0,
                 newest: 0,
@@ -320,10 +492,16 @@ impl SocketLogReader {
 
     /// The next record in time order across logs, with the index of its log.
     fn next_record(&mut self) -> Option<(usize, Record)> {
+        let following = self.following.is_some();
+        // Following: nothing younger than the hold is released (a log may yet bring older).
+        let release_by = following.then(|| wall_ns().saturating_sub(FOLLOW_HOLD_NS));
         loop {
             let mut damage = Vec::new();
             for log in &mut self.open {
-                log.fill(&mut damage);
+                if following {
+                    log.poll();
+                }
+                log.fill(&mut damage, following);
             }
             for e in &damage {
                 match e {
@@ -349,7 +527,10 @@ impl SocketLogReader {
                     continue;
                 }
             }
-            let (_, i) = best?;
+            let (t, i) = best?;
+            if release_by.is_some_and(|by| t > by) {
+                return None;
+            }
             let Reverse((_, _, r)) = self.open[i].buffer.pop()?;
             return Some((i, *r));
         }
@@ -596,10 +777,12 @@ impl ObservationReader for SocketLogReader {
         if self.done {
             return false;
         }
+        self.rescan();
         let mut read = 0;
         while read < max {
             let Some((i, r)) = self.next_record() else {
-                self.done = true;
+                // Following, the input goes on: nothing more is due now.
+                self.done = self.following.is_none();
                 break;
             };
             read += 1;
@@ -612,6 +795,16 @@ impl ObservationReader for SocketLogReader {
 
     fn take_stats(&mut self) -> SourceStats {
         self.stats.take()
+    }
+
+    fn is_live(&self) -> bool {
+        self.following.is_some()
+    }
+
+    fn clock_now(&self) -> Option<Nanos> {
+        self.following
+            .as_ref()
+            .map(|_| wall_ns().saturating_sub(FOLLOW_HOLD_NS))
     }
 
     fn take_warnings(&mut self) -> Vec<Warning> {
@@ -800,5 +993,71 @@ mod tests {
             warnings[0].message.contains("2 hosts (g, h)"),
             "{warnings:?}"
         );
+    }
+
+    #[test]
+    fn following_reads_logs_as_they_grow_and_as_they_appear() {
+        let d = tempfile::tempdir().unwrap();
+        let connect = |t: u64, local: &str| {
+            let mut c = rec(Syscall::Connect, t, 3, 0);
+            c.local = Some(inet_ep(local));
+            c.peer = Some(inet_ep("127.0.0.1:8000"));
+            c.socket = Some(tcp_kind());
+            c
+        };
+        let h = header(10, "curl", Origin::Start, 900);
+        write_log(
+            d.path(),
+            &h,
+            &[
+                connect(1_000, "127.0.0.1:40000"),
+                rec(Syscall::Write, 1_100, 3, 100),
+            ],
+            false,
+        );
+        let mut r =
+            SocketLogReader::follow(d.path(), OriginId(3), NodeGranularity::Process).unwrap();
+        assert!(r.is_live());
+        let mut b = Batch::default();
+        let mut read_until = |r: &mut SocketLogReader, n: usize| {
+            let start = Instant::now();
+            while b.calls.len() < n {
+                assert!(r.read_batch(16, &mut b), "a followed directory never ends");
+                assert!(start.elapsed() < Duration::from_secs(5), "{:?}", b.calls);
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            b.calls.len()
+        };
+        assert_eq!(read_until(&mut r, 1), 1);
+        // The log grows: its writer writes another buffer.
+        let name = LogName {
+            hostname: h.hostname.clone(),
+            pid: h.pid,
+            image: h.image,
+        };
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(d.path().join(name.to_string()))
+            .unwrap();
+        std::io::Write::write_all(
+            &mut f,
+            &rec(Syscall::Write, 1_200, 3, 20).to_bytes().unwrap(),
+        )
+        .unwrap();
+        assert_eq!(read_until(&mut r, 2), 2);
+        // A program starts: its log appears.
+        write_log(
+            d.path(),
+            &header(11, "curl", Origin::Start, 950),
+            &[
+                connect(1_300, "127.0.0.1:40001"),
+                rec(Syscall::Write, 1_400, 3, 7),
+            ],
+            false,
+        );
+        assert_eq!(read_until(&mut r, 3), 3);
+        let now = wall_ns();
+        let clock = r.clock_now().unwrap();
+        assert!(clock <= now && clock + FOLLOW_HOLD_NS + 1_000_000_000 >= now);
     }
 }
