@@ -209,7 +209,16 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
     // Every input live on this host: one clock, packets (or socket calls) handed over in time
     // order.
     let all_live = (inputs.is_empty() && !sniffers.is_empty()) || args.follow;
-    let lateness_ns = args.engine.lateness(all_live).as_nanos() as u64;
+    // Followed capture directories alone: the source hands each directory's calls over in
+    // time order once they are half a second old, so what waits downstream needs to cover
+    // little more than one host's scheduling (`FOLLOW_WINDOW`).
+    let follow_only = args.follow && sniffers.is_empty();
+    let lateness_ns = if follow_only && args.engine.lateness.is_none() {
+        crate::cli::FOLLOW_WINDOW
+    } else {
+        args.engine.lateness(all_live)
+    }
+    .as_nanos() as u64;
     // A live run reports as soon as it can; a replay links its first seconds twice.
     let warmup_ns = args
         .warmup
@@ -219,7 +228,9 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
             std::time::Duration::from_secs(2)
         })
         .as_nanos() as u64;
-    let reconcile_window = args.reconcile_window.unwrap_or(if all_live {
+    let reconcile_window = args.reconcile_window.unwrap_or(if follow_only {
+        crate::cli::FOLLOW_WINDOW
+    } else if all_live {
         crate::cli::LIVE_WINDOW
     } else {
         std::time::Duration::from_secs(2)
@@ -290,7 +301,16 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
     // patterns and instances are the same either way; on the @45 trace a few rare patterns
     // differ, as the clock estimates and `link`'s retention follow the lateness.)
     let traces_only = boot.message_traces_only && sniffers.is_empty();
-    let (reconcile_wait_ns, gap_ns) = if traces_only {
+    // When every input is a capture directory (socket-call logs), no packets are folded into
+    // messages: nothing downstream waits out the message gap.
+    let logs_only = !inputs.is_empty()
+        && sniffers.is_empty()
+        && inputs
+            .iter()
+            .all(|i| std::path::Path::new(&i.path).is_dir() || args.follow);
+    let (reconcile_wait_ns, gap_ns) = if logs_only {
+        (reconcile_window.as_nanos() as u64, 0)
+    } else if traces_only {
         tracing::info!(
             "every input is a message trace: the operators after the sources do not wait out \
              the reconciliation window or the message gap"

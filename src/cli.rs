@@ -523,7 +523,8 @@ pub struct EngineArgs {
     pub hostfile: Option<PathBuf>,
     /// How far behind the newest record the event-time watermark stays. Records older than
     /// that are counted as late (and still used). [default: 2s; 250ms when every input is an
-    /// `analyze --live` sniffer: they share this host's clock]
+    /// `analyze --live` sniffer: they share this host's clock; 50ms when every input is a
+    /// followed capture directory (--follow)]
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub lateness: Option<Duration>,
     /// How far (event time) the inputs are read ahead of the finished results, at most. More
@@ -558,6 +559,10 @@ impl EngineArgs {
 /// Lateness and reconciliation window of a run whose inputs are all live sniffers on this
 /// host: their packets are stamped by one clock and handed over within about 100 ms.
 pub const LIVE_WINDOW: Duration = Duration::from_millis(250);
+
+/// The lateness and reconciliation window when every input is a followed capture directory
+/// (`analyze --follow`): its calls come in time order, half a second old, from one host.
+pub const FOLLOW_WINDOW: Duration = Duration::from_millis(50);
 
 /// Replay speed: `max`, or a factor such as `1`, `10x`, `0.5x`.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -684,7 +689,8 @@ pub struct AnalyzeArgs {
     pub pipe_idle: Duration,
     /// How long after a message's first sighting the other sniffers' sightings are awaited
     /// (event time). Must cover network latency plus what is left of clock offsets after
-    /// alignment. [default: 2s; 250ms when every input is a --live sniffer]
+    /// alignment. [default: 2s; 250ms when every input is a --live sniffer; 50ms when every
+    /// input is a followed capture directory (--follow)]
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub reconcile_window: Option<Duration>,
     /// A TCP message ends after this long without a segment (else at the other side's data,
