@@ -115,6 +115,22 @@ impl Server {
     }
 }
 
+/// Writes `dir/nginx.conf`: one worker in the foreground, everything it writes under `dir`,
+/// proxying 127.0.0.1:`front` to 127.0.0.1:`back`; returns its path.
+fn nginx_proxy_conf(dir: &Path, front: u16, back: u16) -> PathBuf {
+    let d = dir.display();
+    let conf = format!(
+        "worker_processes 1;\ndaemon off;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n\
+         events {{ worker_connections 64; }}\n\
+         http {{\n  access_log off;\n  client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n\
+         fastcgi_temp_path {d}/fcgi;\n  uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n\
+         server {{ listen 127.0.0.1:{front}; location / {{ proxy_pass http://127.0.0.1:{back}; }} }}\n}}\n"
+    );
+    let path = dir.join("nginx.conf");
+    std::fs::write(&path, conf).unwrap();
+    path
+}
+
 /// Whether `node` is a process node of `program`: `program[pid]@host`.
 fn is_process_of(node: &str, program: &str) -> bool {
     node.strip_prefix(program)
@@ -138,16 +154,7 @@ fn nginx_proxying_to_python_driven_by_curl() {
     let page: String = (0..2000).map(|i| format!("line {i}\n")).collect();
     std::fs::write(www.join("index.html"), &page).unwrap();
     let (front, back) = (free_port(), free_port());
-    let d = dir.display();
-    let conf = format!(
-        "worker_processes 1;\ndaemon off;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n\
-         events {{ worker_connections 64; }}\n\
-         http {{\n  access_log off;\n  client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n\
-         fastcgi_temp_path {d}/fcgi;\n  uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n\
-         server {{ listen 127.0.0.1:{front}; location / {{ proxy_pass http://127.0.0.1:{back}; }} }}\n}}\n"
-    );
-    let conf_path = dir.join("nginx.conf");
-    std::fs::write(&conf_path, conf).unwrap();
+    let conf_path = nginx_proxy_conf(&dir, front, back);
 
     let python = Server::start(
         capture(
@@ -628,16 +635,7 @@ fn nginx_python_run(stop: Stop, run: usize) -> (usize, u64, u64, u64, String) {
     std::fs::create_dir_all(&www).unwrap();
     std::fs::write(www.join("index.html"), "x".repeat(3000)).unwrap();
     let (front, back) = (free_port(), free_port());
-    let d = dir.display();
-    let conf = format!(
-        "worker_processes 1;\ndaemon off;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n\
-         events {{ worker_connections 64; }}\n\
-         http {{\n  access_log off;\n  client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n\
-         fastcgi_temp_path {d}/fcgi;\n  uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n\
-         server {{ listen 127.0.0.1:{front}; location / {{ proxy_pass http://127.0.0.1:{back}; }} }}\n}}\n"
-    );
-    let conf_path = dir.join("nginx.conf");
-    std::fs::write(&conf_path, conf).unwrap();
+    let conf_path = nginx_proxy_conf(&dir, front, back);
     let mut python = capture_group(
         &cap,
         "python3",

@@ -117,13 +117,10 @@ pub fn drain(log: &Path) -> Result<Option<Drained>, LogError> {
         let file = file.display().to_string();
         move |source| LogError::Open { file, source }
     };
-    let header = Reader::new(
-        BufReader::new(File::open(log).map_err(open_err(log))?),
-        name.clone(),
-    )?
-    .header()
-    .clone();
-    if writer_alive(&header) {
+    let file = File::open(log).map_err(open_err(log))?;
+    let read_len = file.metadata().map_or(0, |m| m.len());
+    let mut reader = Reader::new(BufReader::new(file), name.clone())?;
+    if writer_alive(reader.header()) {
         return Ok(None);
     }
     // Claimed by renaming it: of several drains at once (two `causeway capture` commands
@@ -147,7 +144,7 @@ pub fn drain(log: &Path) -> Result<Option<Drained>, LogError> {
     };
 
     // Where the log's last whole record ends; a record cut short after it goes.
-    let end = whole_records_end(log, &name)?;
+    let end = whole_records_end(&mut reader, read_len)?;
     let mut file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -289,14 +286,8 @@ fn record_starts(b: &[u8]) -> Vec<usize> {
     out
 }
 
-/// The offset just past the log's last whole record.
-fn whole_records_end(log: &Path, name: &str) -> Result<u64, LogError> {
-    let file = File::open(log).map_err(|source| LogError::Open {
-        file: name.to_owned(),
-        source,
-    })?;
-    let len = file.metadata().map_or(0, |m| m.len());
-    let mut r = Reader::new(BufReader::new(file), name.to_owned())?;
+/// The offset just past the last whole record of the log `r` reads (of `len` bytes).
+fn whole_records_end<R: Read>(r: &mut Reader<R>, len: u64) -> Result<u64, LogError> {
     loop {
         match r.next_view() {
             Ok(Some(_)) => {}

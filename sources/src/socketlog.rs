@@ -343,18 +343,28 @@ impl SocketLogReader {
             });
         }
         Ok(SocketLogReader {
+            waiting: waiting.into(),
+            stats,
+            warnings,
+            ..SocketLogReader::empty(origin, granularity)
+        })
+    }
+
+    /// A reader of no log yet.
+    fn empty(origin: OriginId, granularity: NodeGranularity) -> SocketLogReader {
+        SocketLogReader {
             origin,
             granularity,
-            waiting: waiting.into(),
+            waiting: VecDeque::new(),
             open: Vec::new(),
             processes: HashMap::new(),
             forks: HashMap::new(),
-            stats,
-            warnings,
+            stats: SourceStats::default(),
+            warnings: Vec::new(),
             shown: 0,
             done: false,
             following: None,
-        })
+        }
     }
 
     /// Like [`SocketLogReader::open`], and then follows the directory while its programs run
@@ -373,19 +383,7 @@ impl SocketLogReader {
             Ok(r) => r,
             // No log yet: the programs have not started.
             Err(_) if causeway_capture::read_dir(dir).is_ok_and(|l| l.is_empty()) => {
-                SocketLogReader {
-                    origin,
-                    granularity,
-                    waiting: VecDeque::new(),
-                    open: Vec::new(),
-                    processes: HashMap::new(),
-                    forks: HashMap::new(),
-                    stats: SourceStats::default(),
-                    warnings: Vec::new(),
-                    shown: 0,
-                    done: false,
-                    following: None,
-                }
+                SocketLogReader::empty(origin, granularity)
             }
             Err(e) => return Err(e),
         };
