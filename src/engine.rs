@@ -388,19 +388,22 @@ pub fn run(
                     .fold(job.fold, Arc::clone(&job.alignment))
                     .reconcile(job.reconcile, merger);
                 counts.push(reconciled);
-                let (messages, mappings) = messages.nat(facts, Arc::clone(&job.names), job.nat);
                 let (from_rows, row_bounds) =
                     rows.messages(Arc::clone(&job.names)).message_bounds();
                 let CallMessages {
                     messages: from_calls,
                     samples: call_samples,
                     events: call_counts,
+                    facts: call_facts,
                 } = calls.reconcile_calls(
                     job.calls,
                     Arc::clone(&job.names),
                     Arc::clone(&job.alignment),
                 );
                 counts.push(call_counts);
+                // Translations learned from packets and from socket-call logs alike.
+                let facts = scope.concatenate([facts, call_facts]);
+                let (messages, mappings) = messages.nat(facts, Arc::clone(&job.names), job.nat);
                 let samples = scope.concatenate([samples, call_samples]);
                 let bounds = samples.delay_bounds(job.clock.lateness_ns);
                 let (offsets, estimates) = scope

@@ -48,7 +48,7 @@ pub use input::{
     InputError, InputKind, InputSpec, ProgressCounter, open, open_ordered, open_stream,
 };
 pub use observation::{
-    Address, Batch, Direction, Endpoint, MessageKind, Nanos, Packet, Protocol, SocketCall,
+    Address, Batch, Direction, Endpoint, MessageKind, Nanos, Opener, Packet, Protocol, SocketCall,
     TcpFields, TcpFlags, TraceRow, Transport,
 };
 pub use operator::{RunControl, SourceConfig, SourceStreams, read_inputs};

@@ -363,6 +363,20 @@ pub enum Direction {
     Recv,
 }
 
+/// Which end of a stream connection opened it, as the process that made a call saw it.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+pub enum Opener {
+    /// The process connected: its own end is the connection's initiator.
+    Local,
+    /// The process accepted: the other end connected.
+    Peer,
+    /// The log does not say (a descriptor whose `connect` or `accept` was not logged).
+    #[default]
+    Unknown,
+}
+
 /// One data-carrying socket call of a traced process (WAP5 §3, Table 1), with its descriptor
 /// already resolved to the connection's two endpoints by the socket-log source.
 #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -389,6 +403,10 @@ pub struct SocketCall {
     pub bytes: u64,
     /// For datagrams: a hash of the payload, equal on both ends.
     pub payload_hash: u64,
+    /// For stream sockets: which end connected. The connecting end's address is the one a
+    /// destination NAT (a load balancer's virtual IP) leaves alone, so both ends of a
+    /// translated connection still share it.
+    pub opener: Opener,
 }
 
 /// A batch of observations from one reader, by kind. A reader fills only the vector of its own

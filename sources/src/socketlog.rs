@@ -35,7 +35,9 @@ use causeway_capture::{
 };
 
 use crate::decode::NodeGranularity;
-use crate::observation::{Address, Batch, Direction, Endpoint, Nanos, SocketCall, Transport};
+use crate::observation::{
+    Address, Batch, Direction, Endpoint, Nanos, Opener, SocketCall, Transport,
+};
 use crate::origin::OriginId;
 use crate::stats::{SkipReason, SourceStats};
 use crate::{ObservationReader, Warning, warning_limit};
@@ -59,6 +61,8 @@ struct Conn {
     transport: Option<Transport>,
     local: Option<Address>,
     peer: Option<Address>,
+    /// Which end connected, once a `connect` or `accept` named it.
+    opener: Opener,
     /// Bytes sent and received so far (stream sockets).
     sent: u64,
     received: u64,
@@ -91,6 +95,7 @@ impl Process {
             transport,
             local: None,
             peer: None,
+            opener: Opener::Unknown,
             sent: 0,
             received: 0,
             refs: 1,
@@ -609,6 +614,7 @@ impl SocketLogReader {
                         conn.local = r.local.as_ref().and_then(inet).or(conn.local.take());
                     }
                 }
+                conn.opener = Opener::Local;
                 conn.sent = 0;
                 conn.received = 0;
             }
@@ -620,6 +626,7 @@ impl SocketLogReader {
                     .and_then(transport_of)
                     .or_else(|| process.conn_mut(r.fd).and_then(|c| c.transport));
                 let conn = process.fresh(fd, transport);
+                conn.opener = Opener::Peer;
                 match transport {
                     Some(Transport::UnixStream) => {
                         let path = r.local.as_ref().and_then(unix_path);
@@ -707,6 +714,7 @@ impl SocketLogReader {
                     offset,
                     bytes,
                     payload_hash: r.hash.unwrap_or(0),
+                    opener: conn.opener,
                 });
             }
             _ => {}

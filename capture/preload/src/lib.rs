@@ -62,9 +62,13 @@
 //!   known as sockets, but their endpoints are only in the earlier image's log, if any.
 //! - `recvmmsg` reports senders for the first 64 messages of a batch; `read`/`readv` on an
 //!   unconnected datagram socket do not report the sender.
-//! - Buffers are written when full, when a record finds the oldest one 100 ms old, at thread
-//!   exit, fork, exec and exit: a thread that stops making socket calls keeps its last records
-//!   until one of those happens (a reader following the log sees them late).
+//! - Buffers are written when full, when a record finds the oldest one 100 ms old, after an
+//!   `accept` (another thread may serve the connection: its birth must not come after its
+//!   data in the log), at thread exit, fork, exec and exit: a thread that stops making socket
+//!   calls keeps its last records until one of those happens (a reader following the log
+//!   sees them late). A descriptor closed by a pool thread that keeps its `close` record
+//!   past the next `accept` of the same number could still be misread (python's threaded
+//!   server closes on the serving thread, which then exits and writes its buffer).
 //! - The spill file is 16 MiB long but sparse: only the pages of buffers in use take space
 //!   (16 KiB per thread that logged). Without room for it the library writes every record at
 //!   once, as it does for threads beyond its 1,024 buffers.

@@ -606,6 +606,11 @@ fn my_slot() -> Option<usize> {
 /// committed length covers them (a release store after the bytes): a process killed while
 /// encoding leaves the record out of the spill, never half of it in.
 fn emit(rec: &Rec) {
+    emit_and_flush(rec, false);
+}
+
+/// [`emit`], then (if `flush`) the buffer written out with the record.
+fn emit_and_flush(rec: &Rec, flush: bool) {
     if !on() || CLOSED.load(Relaxed) {
         return;
     }
@@ -631,7 +636,10 @@ fn emit(rec: &Rec) {
                 }
                 len += n;
                 committed.store(len as u32, Release);
-                if len > BUF - MAX_RECORD || rec.time.saturating_sub(*first) >= FLUSH_AGE_NS {
+                if flush
+                    || len > BUF - MAX_RECORD
+                    || rec.time.saturating_sub(*first) >= FLUSH_AGE_NS
+                {
                     write_log(data.get(..len).unwrap_or(&[]));
                     committed.store(0, Release);
                 }
@@ -1509,7 +1517,11 @@ fn log_accept(call: u8, fd: c_int, ret: c_int, flags: Option<c_int>) {
     if entry != 0 {
         r.socket = Some((fdtab::family(entry), fdtab::sock_type(entry), 0));
     }
-    emit(&r);
+    // Written out at once: servers often accept on one thread and read and write on another,
+    // and a reader must see a connection's birth before its data. An accepting thread that
+    // then waits in `poll` would otherwise hold the record until its next socket call, and
+    // the other thread's calls on the descriptor would come first in the log.
+    emit_and_flush(&r, ret >= 0);
     set_errno(e);
 }
 

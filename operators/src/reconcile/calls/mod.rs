@@ -5,9 +5,13 @@
 //!   endpoints by the socket-log source).
 //! - **Outputs**: messages; delay samples for `clock` (a message whose two ends were logged on
 //!   hosts with different clocks); per-origin counts of calls whose other end was traced but
-//!   never matched (`unpaired`).
-//! - **Exchange**: by connection (the unordered pair of endpoints and the transport), so both
-//!   ends of a connection meet on one worker.
+//!   never matched (`unpaired`); [`NatFact`]s for connections joined through a destination
+//!   NAT (one per message, for `nat.mappings`).
+//! - **Exchange**: TCP by the connecting end's address, which both ends share even through a
+//!   load balancer's destination NAT; other transports by connection (the unordered pair of
+//!   endpoints), so both ends of a connection meet on one worker. There, the two views of a
+//!   translated connection (the client's, to the virtual address; the server's, from the
+//!   client) are joined into one connection named by the real server ([`translate`]).
 //! - **Rules**: calls are taken in event-time order once the frontier has passed them. On a
 //!   stream socket (TCP, UNIX stream) a message is a run of sends by one end with no receive
 //!   by that end in between (WAP5's "fat message", §2.3); its bytes are numbered by the
@@ -19,18 +23,19 @@
 //! - **State**: per connection, the open runs and the runs and receives waiting for the other
 //!   end, for at most `window_ns` of event time after a run ends (or after it was last
 //!   extended, for a run the sender never ended); a connection with nothing pending is
-//!   forgotten when idle for a window. Calls not yet passed by the frontier are buffered.
+//!   forgotten when idle for a window, with its translation joins. Calls not yet passed by the
+//!   frontier are buffered.
 //!   Memory follows the call rate times the window.
 //! - **Cost**: per call, one hash-map lookup and amortised O(1) queue work; per run, one scan of
 //!   the receiver's pending receives (usually a handful).
 
-use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::hash::BuildHasher;
 use std::sync::Arc;
 
 use causeway_sources::{
-    Address, Alignment, Direction, OriginId, SocketCall, SourceEvent, SourceStats, Time, Transport,
+    Address, Alignment, Direction, Endpoint, Opener, OriginId, Protocol, SocketCall, SourceEvent,
+    SourceStats, Time, Transport,
 };
 use foldhash::fast::FixedState;
 use timely::dataflow::Stream;
@@ -42,6 +47,7 @@ use crate::clock::DelaySample;
 use crate::domain::Domain;
 use crate::message::{Message, MessageStream};
 use crate::names::{Names, NodeName};
+use crate::reconcile::merge::NatFact;
 
 /// How long `reconcile.calls` waits for the other end of a message.
 #[derive(Clone, Copy, Debug)]
@@ -70,6 +76,8 @@ pub struct CallMessages<'scope> {
     pub samples: Stream<'scope, Time, Vec<DelaySample>>,
     /// Per-origin `unpaired` counts.
     pub events: Stream<'scope, Time, Vec<SourceEvent>>,
+    /// Translations seen on connections joined through a destination NAT, one per message.
+    pub facts: Stream<'scope, Time, Vec<NatFact>>,
 }
 
 /// Extension trait: reconcile socket calls into messages.
@@ -83,7 +91,23 @@ pub trait ReconcileCalls<'scope> {
     ) -> CallMessages<'scope>;
 }
 
-/// The key both ends of a connection share.
+mod translate;
+
+use translate::Translations;
+
+/// How calls are spread over workers: TCP by the connecting end's address, which both ends
+/// of a connection share even through a destination NAT ([`translate`]); other transports
+/// by [`connection_key`].
+fn exchange_key(c: &SocketCall) -> u64 {
+    if c.transport == Transport::Tcp {
+        FixedState::with_seed(0x6361_6c6c).hash_one((c.transport, translate::connector(c)))
+    } else {
+        connection_key(c)
+    }
+}
+
+/// The key both ends of a connection share (one view of it: through a NAT, each end has its
+/// own).
 fn connection_key(c: &SocketCall) -> u64 {
     let (lo, hi) = if c.local <= c.peer {
         (&c.local, &c.peer)
@@ -144,13 +168,46 @@ struct End {
     datagrams_in: VecDeque<Datagram>,
 }
 
-/// One connection: its transport, its two ends (ordered by address) and when it was last used.
+/// One connection: its transport, its two ends and when it was last used.
 #[derive(Debug)]
 struct Connection {
     transport: Transport,
+    /// Each end's address as its own host uses it (through a NAT, the real server's).
     addresses: [Address; 2],
     ends: [End; 2],
     last_at: Time,
+    /// For TCP with a known opener: which of `addresses` connected.
+    connector: Option<usize>,
+    /// Joined through a destination NAT: the accepting end's address as the connecting end
+    /// addressed it (the virtual address).
+    public: Option<Address>,
+    /// The keys of the other views joined to this one.
+    aliases: Vec<u64>,
+    /// Whether a message of it has been reported.
+    reported: bool,
+}
+
+impl Connection {
+    /// A connection first seen in call `c`.
+    fn new(c: &SocketCall, at: Time) -> Self {
+        let addresses = if c.local <= c.peer {
+            [c.local.clone(), c.peer.clone()]
+        } else {
+            [c.peer.clone(), c.local.clone()]
+        };
+        let connector = (c.transport == Transport::Tcp && c.opener != Opener::Unknown)
+            .then(|| usize::from(addresses[0] != *translate::connector(c)));
+        Connection {
+            transport: c.transport,
+            addresses,
+            ends: [End::default(), End::default()],
+            last_at: at,
+            connector,
+            public: None,
+            aliases: Vec::new(),
+            reported: false,
+        }
+    }
 }
 
 /// What one round of the operator produced.
@@ -159,6 +216,7 @@ struct Outcome {
     messages: Vec<Box<Message>>,
     samples: Vec<DelaySample>,
     unpaired: HashMap<OriginId, u64>,
+    facts: Vec<NatFact>,
 }
 
 struct Calls {
@@ -166,6 +224,7 @@ struct Calls {
     names: Arc<Names>,
     alignment: Arc<Alignment>,
     connections: HashMap<u64, Connection>,
+    translations: Translations,
     /// Calls the frontier has not passed, by aligned time.
     waiting: BTreeMap<Time, Vec<SocketCall>>,
 }
@@ -177,22 +236,25 @@ impl Calls {
 
     /// Takes one call, in event-time order.
     fn take(&mut self, c: SocketCall, at: Time) {
-        let key = connection_key(&c);
-        let conn = match self.connections.entry(key) {
-            Entry::Occupied(o) => o.into_mut(),
-            Entry::Vacant(v) => {
-                let addresses = if c.local <= c.peer {
-                    [c.local.clone(), c.peer.clone()]
-                } else {
-                    [c.peer.clone(), c.local.clone()]
-                };
-                v.insert(Connection {
-                    transport: c.transport,
-                    addresses,
-                    ends: [End::default(), End::default()],
-                    last_at: at,
-                })
+        let view = connection_key(&c);
+        let mut key = self.translations.alias(view).unwrap_or(view);
+        if !self.connections.contains_key(&key) {
+            match self
+                .translations
+                .join(&c, key, at, self.config.window_ns, &mut self.connections)
+            {
+                Some(joined) => key = joined,
+                None => {
+                    let conn = Connection::new(&c, at);
+                    if let Some(ci) = conn.connector {
+                        self.translations.opened(conn.addresses[ci].clone(), key);
+                    }
+                    self.connections.insert(key, conn);
+                }
             }
+        }
+        let Some(conn) = self.connections.get_mut(&key) else {
+            return;
         };
         conn.last_at = conn.last_at.max(at);
         let me = usize::from(conn.addresses[0] != c.local);
@@ -267,7 +329,8 @@ impl Calls {
         let idle = self.config.idle_ns;
         let due = |at: Time, after: Time| now.is_none_or(|n| at.saturating_add(after) < n);
         let names = &self.names;
-        self.connections.retain(|_, conn| {
+        let translations = &mut self.translations;
+        self.connections.retain(|key, conn| {
             for e in &mut conn.ends {
                 if e.sending.as_ref().is_some_and(|r| due(r.last_at, idle)) {
                     e.sent.extend(e.sending.take());
@@ -276,9 +339,20 @@ impl Calls {
                     e.received.extend(e.receiving.take());
                 }
             }
+            let before = out.messages.len();
             for from in 0..2 {
                 let to = 1 - from;
                 settle_direction(conn, from, to, &due, window, names, out);
+            }
+            if out.messages.len() > before {
+                conn.reported = true;
+                if let (Some(public), Some(ci)) = (&conn.public, conn.connector) {
+                    let private = &conn.addresses[1 - ci];
+                    let facts = out.messages[before..]
+                        .iter()
+                        .filter_map(|m| nat_fact(m, private, public));
+                    out.facts.extend(facts);
+                }
             }
             let quiet = conn.ends.iter().all(|e| {
                 e.sending.is_none()
@@ -293,9 +367,32 @@ impl Calls {
                     e.reads.clear();
                 }
             }
-            !(quiet && due(conn.last_at, window))
+            let keep = !(quiet && due(conn.last_at, window));
+            if !keep {
+                translations.forget(*key, conn);
+            }
+            keep
         });
     }
+}
+
+/// The translation that message `m` of a connection joined through a NAT evidences: the
+/// connecting end's view, where the accepting end (`private`) was `public`, against the
+/// hosts' own.
+fn nat_fact(m: &Message, private: &Address, public: &Address) -> Option<NatFact> {
+    let endpoint = |a: &Address| match a {
+        Address::Endpoint(e) => Some(*e),
+        _ => None,
+    };
+    let (src, dst) = (endpoint(&m.src_endpoint)?, endpoint(&m.dst_endpoint)?);
+    let (private, public) = (endpoint(private)?, endpoint(public)?);
+    let seen = |e: Endpoint| if e == private { public } else { e };
+    Some(NatFact {
+        protocol: Protocol::Tcp,
+        public: (seen(src), seen(dst)),
+        private: (src, dst),
+        at: m.event_ns,
+    })
 }
 
 /// Reports the messages from end `from` to end `to` that are complete.
@@ -469,13 +566,15 @@ impl<'scope> ReconcileCalls<'scope> for Stream<'scope, Time, Vec<SocketCall>> {
     ) -> CallMessages<'scope> {
         let scope = self.scope();
         let mut builder = OperatorBuilder::new("reconcile.calls".to_owned(), scope);
-        let mut input = builder.new_input(self, Exchange::new(connection_key));
+        let mut input = builder.new_input(self, Exchange::new(exchange_key));
         let (messages_out, messages) = builder.new_output::<Vec<Box<Message>>>();
         let (samples_out, samples) = builder.new_output::<Vec<DelaySample>>();
         let (events_out, events) = builder.new_output::<Vec<SourceEvent>>();
+        let (facts_out, facts) = builder.new_output::<Vec<NatFact>>();
         let mut messages_out = OutputBuilder::from(messages_out);
         let mut samples_out = OutputBuilder::from(samples_out);
         let mut events_out = OutputBuilder::from(events_out);
+        let mut facts_out = OutputBuilder::from(facts_out);
         builder.build(move |capabilities| {
             let mut caps: Option<Vec<_>> = Some(capabilities);
             let mut state = Calls {
@@ -483,6 +582,7 @@ impl<'scope> ReconcileCalls<'scope> for Stream<'scope, Time, Vec<SocketCall>> {
                 names,
                 alignment,
                 connections: HashMap::new(),
+                translations: Translations::default(),
                 waiting: BTreeMap::new(),
             };
             move |frontiers| {
@@ -542,6 +642,12 @@ impl<'scope> ReconcileCalls<'scope> for Stream<'scope, Time, Vec<SocketCall>> {
                         }),
                     );
                 }
+                if !outcome.facts.is_empty() {
+                    facts_out
+                        .activate()
+                        .session(&caps_now[3])
+                        .give_iterator(outcome.facts.drain(..));
+                }
                 crate::follow_frontier(&mut caps, now);
             }
         });
@@ -549,140 +655,10 @@ impl<'scope> ReconcileCalls<'scope> for Stream<'scope, Time, Vec<SocketCall>> {
             messages,
             samples,
             events,
+            facts,
         }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use causeway_sources::Endpoint;
-    use timely::dataflow::operators::capture::Extract;
-    use timely::dataflow::operators::{Capture, ToStream};
-
-    #[allow(clippy::too_many_arguments)]
-    fn call(
-        origin: u16,
-        ts: Time,
-        node: &str,
-        local: &str,
-        peer: &str,
-        direction: Direction,
-        offset: u64,
-        bytes: u64,
-    ) -> SocketCall {
-        SocketCall {
-            origin: OriginId(origin),
-            ts_ns: ts,
-            node: node.into(),
-            transport: Transport::Tcp,
-            local: Address::Endpoint(local.parse::<Endpoint>().unwrap()),
-            peer: Address::Endpoint(peer.parse::<Endpoint>().unwrap()),
-            direction,
-            offset,
-            bytes,
-            payload_hash: 0,
-        }
-    }
-
-    fn run(calls: Vec<SocketCall>) -> Vec<Box<Message>> {
-        let names = Arc::new(Names::default());
-        let alignment = Arc::new(Alignment::default());
-        let captured = timely::example(move |scope| {
-            calls
-                .to_stream(scope)
-                .container::<Vec<_>>()
-                .reconcile_calls(CallsConfig::default(), names, alignment)
-                .messages
-                .capture()
-        });
-        let mut m: Vec<Box<Message>> = captured
-            .extract()
-            .into_iter()
-            .flat_map(|(_, m)| m)
-            .collect();
-        m.sort_by_key(|m| m.event_ns);
-        m
-    }
-
-    const C: &str = "10.0.0.1:40000";
-    const S: &str = "10.0.0.2:80";
-
-    #[test]
-    fn writes_and_reads_split_differently_make_one_message_each_way() {
-        use Direction::{Recv, Send};
-        let calls = vec![
-            // Client writes the request in two calls; the server reads it in three.
-            call(0, 1_000, "curl[1]@a", C, S, Send, 0, 100),
-            call(0, 1_100, "curl[1]@a", C, S, Send, 100, 50),
-            call(1, 1_500, "srv[2]@b", S, C, Recv, 0, 60),
-            call(1, 1_600, "srv[2]@b", S, C, Recv, 60, 60),
-            call(1, 1_700, "srv[2]@b", S, C, Recv, 120, 30),
-            // The server answers; the client reads it in one call.
-            call(1, 5_000, "srv[2]@b", S, C, Send, 0, 4000),
-            call(0, 6_000, "curl[1]@a", C, S, Recv, 0, 4000),
-        ];
-        let m = run(calls);
-        assert_eq!(m.len(), 2, "{m:#?}");
-        assert_eq!(
-            (
-                &*m[0].src,
-                &*m[0].dst,
-                m[0].send_ns,
-                m[0].recv_ns,
-                m[0].bytes
-            ),
-            ("curl[1]@a", "srv[2]@b", Some(1_000), Some(1_500), Some(150))
-        );
-        assert_eq!(
-            (&*m[1].src, m[1].send_ns, m[1].recv_ns, m[1].bytes),
-            ("srv[2]@b", Some(5_000), Some(6_000), Some(4000))
-        );
-        assert_eq!(m[0].send_domain, Some(Domain::Origin(OriginId(0))));
-        assert_eq!(m[0].recv_domain, Some(Domain::Origin(OriginId(1))));
-    }
-
-    #[test]
-    fn pipelined_requests_take_the_time_of_the_read_holding_their_first_byte() {
-        use Direction::{Recv, Send};
-        let calls = vec![
-            call(0, 1_000, "c[1]@a", C, S, Send, 0, 10),
-            call(1, 2_000, "s[2]@a", S, C, Recv, 0, 10),
-            call(1, 2_500, "s[2]@a", S, C, Send, 0, 5),
-            call(0, 3_000, "c[1]@a", C, S, Recv, 0, 5),
-            // Two requests; the server reads both at once.
-            call(0, 4_000, "c[1]@a", C, S, Send, 10, 10),
-            call(0, 4_100, "c[1]@a", C, S, Recv, 5, 0),
-            call(0, 4_200, "c[1]@a", C, S, Send, 20, 10),
-            call(1, 5_000, "s[2]@a", S, C, Recv, 10, 20),
-        ];
-        let m = run(calls);
-        let reqs: Vec<_> = m.iter().filter(|m| &*m.src == "c[1]@a").collect();
-        assert_eq!(reqs.len(), 2, "{m:#?}");
-        assert_eq!(reqs[0].recv_ns, Some(2_000));
-        let later: Vec<_> = m
-            .iter()
-            .filter(|m| &*m.src == "c[1]@a" && m.send_ns >= Some(4_000))
-            .map(|m| (m.send_ns, m.recv_ns, m.bytes))
-            .collect();
-        // The empty read ended nothing, so both writes are one run.
-        assert_eq!(later, vec![(Some(4_000), Some(5_000), Some(20))]);
-    }
-
-    #[test]
-    fn an_untraced_sender_is_named_by_address_and_receives_make_the_runs() {
-        use Direction::{Recv, Send};
-        let calls = vec![
-            call(1, 1_500, "srv[2]@b", S, C, Recv, 0, 60),
-            call(1, 1_600, "srv[2]@b", S, C, Recv, 60, 60),
-            call(1, 5_000, "srv[2]@b", S, C, Send, 0, 10),
-        ];
-        let m = run(calls);
-        assert_eq!(m.len(), 2, "{m:#?}");
-        assert_eq!(
-            (&*m[0].src, m[0].send_ns, m[0].recv_ns, m[0].bytes),
-            ("10.0.0.1", None, Some(1_500), Some(120))
-        );
-        assert_eq!((&*m[1].dst, m[1].recv_ns), ("10.0.0.1", None));
-    }
-}
+mod tests;
