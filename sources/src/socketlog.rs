@@ -666,16 +666,37 @@ impl SocketLogReader {
                 };
                 let node = process.node.clone();
                 let Some(conn) = process.conn_mut(r.fd) else {
+                    tracing::debug!(
+                        "unnamed socket: {} fd {} {:?} at {}",
+                        process.node,
+                        r.fd,
+                        r.syscall,
+                        r.time_ns
+                    );
                     self.stats.skip(SkipReason::UnnamedSocket);
                     return None;
                 };
                 let Some(transport) = conn.transport else {
+                    tracing::debug!(
+                        "unnamed socket: {} fd {} {:?} at {}",
+                        process.node,
+                        r.fd,
+                        r.syscall,
+                        r.time_ns
+                    );
                     self.stats.skip(SkipReason::UnnamedSocket);
                     return None;
                 };
                 let bytes = r.ret as u64;
                 let (local, peer, offset) = if transport.is_stream() {
                     let (Some(local), Some(peer)) = (conn.local.clone(), conn.peer.clone()) else {
+                        tracing::debug!(
+                            "unnamed socket: {} fd {} {:?} at {}",
+                            process.node,
+                            r.fd,
+                            r.syscall,
+                            r.time_ns
+                        );
                         self.stats.skip(SkipReason::UnnamedSocket);
                         return None;
                     };
@@ -692,6 +713,13 @@ impl SocketLogReader {
                     }
                     let peer = r.peer.as_ref().and_then(inet).or(conn.peer.clone());
                     let (Some(local), Some(peer)) = (conn.local.clone(), peer) else {
+                        tracing::debug!(
+                            "unnamed socket: {} fd {} {:?} at {}",
+                            process.node,
+                            r.fd,
+                            r.syscall,
+                            r.time_ns
+                        );
                         self.stats.skip(SkipReason::UnnamedSocket);
                         return None;
                     };

@@ -1630,13 +1630,17 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
         // SAFETY: forwarding the caller's argument.
         return unsafe { real(fd) };
     }
-    // Forget the descriptor first: once closed, its number may be reused at once.
+    // Forget the descriptor first: once closed, its number may be reused at once. For the
+    // same reason the time is taken before the call: another thread's `socket` or `accept`
+    // that gets the number back is stamped after it returns, so always after this close,
+    // and a reader that orders records by time never sees the new socket closed.
     fdtab::clear(fd);
+    let t = now();
     // SAFETY: forwarding the caller's argument.
     let ret = unsafe { real(fd) };
     if on() {
         let e = errno();
-        let mut r = Rec::new(code::CLOSE, now(), tid(), fd, i64::from(ret));
+        let mut r = Rec::new(code::CLOSE, t, tid(), fd, i64::from(ret));
         if ret < 0 {
             r.errno = Some(e as u16);
         }
