@@ -32,6 +32,8 @@ pub(super) struct Scan {
     /// When its answer came back.
     pub(super) nested_until: Option<Time>,
     pub(super) calls_back: Option<u64>,
+    /// Its connection, as its sender's logs key it.
+    pub(super) conn: u64,
     /// For the null: sends caused at or after this event time are not known yet.
     pub(super) before_event: Option<Time>,
 }
@@ -155,6 +157,7 @@ impl Prep {
             callee: self.callee,
             nested_until: self.nested_until,
             calls_back: self.calls_back,
+            conn: self.conn,
             before_event: None,
         }
     }

@@ -4,6 +4,10 @@
 
 use super::*;
 
+/// How many times `max_candidates` of an untraced node's arrivals a scan looks through for
+/// the request on the answer's own connection.
+const ONE_SIDED_LOOK: usize = 8;
+
 impl Linker {
     /// Links a send on its own, at once: weighs it and takes its most likely cause.
     pub(super) fn link_now(&mut self, p: &Prep, m: Box<Message>) -> Linked {
@@ -246,6 +250,7 @@ impl Linker {
             callee,
             nested_until,
             calls_back,
+            conn,
             before_event,
         } = *scan;
         let x = self.config.max_delay_ns;
@@ -253,20 +258,29 @@ impl Linker {
         let start = candidates.len();
         if let Some(only) = only_from {
             // The sender side alone was seen: the messages the receiver sent it shortly
-            // before (A→B→A), most recent first.
+            // before (A→B→A), most recent first. The latest on the same connection, if
+            // any, is the request this answers (an untraced server answers where it was
+            // asked), and the only candidate; else any (a push, a queue's delivery).
             let Some(list) = self.one_sided.get(&from) else {
                 return;
             };
             let end = partition_point_from_back(list, |a| a.local_ns <= at);
-            for a in list.range(..end).rev() {
-                if at - a.local_ns > x || candidates.len() - start >= keep {
+            for (looked, a) in list.range(..end).rev().enumerate() {
+                if at - a.local_ns > x || looked >= ONE_SIDED_LOOK * keep {
                     break;
                 }
                 if a.from != only || a.id == id {
                     continue;
                 }
                 let w = penalty(&self.caused, a.id, before_event);
-                candidates.push(Candidate::arrived(a, at, from, child_to, w));
+                if a.conn == conn {
+                    candidates.truncate(start);
+                    candidates.push(Candidate::arrived(a, at, from, child_to, w));
+                    return;
+                }
+                if candidates.len() - start < keep {
+                    candidates.push(Candidate::arrived(a, at, from, child_to, w));
+                }
             }
             return;
         }

@@ -124,6 +124,9 @@ impl Linker {
                     d.step(p.event_ns);
                 }
             }
+            if seen_back > 0 {
+                self.learn_affinity(p, candidates, null, seen_back);
+            }
         }
         if learned && candidates.iter().any(|c| c.gap.is_some()) {
             // The gaps are learned by expectation-maximisation as the data streams: each

@@ -38,6 +38,9 @@ pub(super) struct Linker {
     pub(super) reply_sizes: FastMap<u64, ReplySizes>,
     /// The size of each arrival held, and its event time.
     pub(super) sizes: FastMap<u64, (u64, Time)>,
+    /// Per (node, outgoing connection): which incoming connections' tasks make its calls
+    /// ([`Affinity`]).
+    pub(super) affinity: FastMap<(u64, u64), Affinity>,
     /// Per node, the answers it received, by receive time (its clock): (receive time, event
     /// time, the sender as link types name it).
     pub(super) answers: FastMap<u64, VecDeque<(Time, Time, u64)>>,
@@ -209,6 +212,10 @@ pub(super) struct Task {
     pub(super) reply_bytes: Option<u64>,
     /// The endpoint the request came to ([`endpoint_key`]): where the node serves it.
     pub(super) served: u64,
+    /// The connection the request came on, as the node's connection logs key it.
+    pub(super) conn: u64,
+    /// Whether that connection brought a request before (it is kept alive).
+    pub(super) persistent: bool,
     /// The request and the answers to the calls made for it: (receive time, id, the
     /// sender's key in link types, whether a request), by receive time.
     pub(super) arrivals: TaskArrivals,

@@ -197,6 +197,7 @@ use crate::ports::Ports;
 use crate::recent::partition_point_from_back;
 use crate::reorder::{Reorder, Touch, prefetch};
 
+mod affinity;
 mod candidate;
 mod estimate;
 mod flush;
@@ -209,6 +210,7 @@ mod tests;
 mod warm;
 mod weigh;
 
+use affinity::*;
 pub use candidate::TYPICAL_FLOOR;
 use candidate::*;
 use estimate::*;

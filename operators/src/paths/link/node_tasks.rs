@@ -14,6 +14,8 @@ pub(super) struct Arrived {
     pub(super) event_ns: Time,
     pub(super) request: bool,
     pub(super) kind_from: u64,
+    /// Its connection, as its receiver's logs key it.
+    pub(super) conn: u64,
 }
 
 /// The tasks of one node that a scan may still find open: those not answered, and those

@@ -21,6 +21,7 @@ impl Linker {
             parent_sizes: FastMap::default(),
             reply_sizes: FastMap::default(),
             sizes: FastMap::default(),
+            affinity: FastMap::default(),
             answers: FastMap::default(),
             first_arrival: FastMap::default(),
             tasks: FastMap::default(),
@@ -47,6 +48,7 @@ impl Linker {
             size_evidence: self.size_evidence,
             parent_sizes: self.parent_sizes,
             reply_sizes: self.reply_sizes,
+            affinity: self.affinity,
             ports: self.ports,
             ..Linker::new(self.config)
         }
@@ -78,6 +80,7 @@ impl Linker {
             event_ns: a.event_ns,
             request: a.request,
             kind_from: a.kind_from,
+            conn: a.conn,
         };
         if a.one_sided {
             insert_by_local(self.one_sided.entry(a.to).or_default(), arrived);
@@ -86,6 +89,9 @@ impl Linker {
         let c = self.conns.entry((a.to, a.conn)).or_default();
         c.recvs
             .insert(a.local_ns, a.event_ns, (a.id, a.request, a.kind_from));
+        // A connection that brought a request before this one is kept alive between
+        // requests ([`Affinity`] learns from those alone).
+        let persistent = a.request && c.recvs.entries.iter().any(|e| e.1.1 && e.1.0 != a.id);
         if !a.request {
             let list = self.answers.entry(a.to).or_default();
             let i = partition_point_from_back(list, |x| x.0 <= a.local_ns);
@@ -117,6 +123,8 @@ impl Linker {
                     reply_ns,
                     reply_bytes: reply.and_then(|s| s.1.bytes),
                     served: endpoint_key(&a.dst_endpoint),
+                    conn: a.conn,
+                    persistent,
                     arrivals: smallvec::smallvec![entry],
                     chain: 1.0,
                     calls: 0,
@@ -212,6 +220,8 @@ impl Linker {
         self.parent_sizes
             .retain(|_, d| !stale(d.last_ns, window, linked));
         self.reply_sizes
+            .retain(|_, d| !stale(d.last_ns, window, linked));
+        self.affinity
             .retain(|_, d| !stale(d.last_ns, window, linked));
         if linked.saturating_sub(self.last_expiry) >= crate::ports::EXPIRY_EVERY_NS {
             self.ports

@@ -166,7 +166,8 @@ impl Linker {
                     let e = density.samples();
                     let r = density.probability(c.delay as f64);
                     // Its sizes' evidence, on the odds.
-                    let lr = self.size_odds(c, p.answer_bytes, p.event_ns);
+                    let lr =
+                        self.size_odds(c, p.answer_bytes, p.event_ns) * self.affinity_odds(p, c);
                     let r = if r < 1.0 {
                         r * lr / (r * lr + 1.0 - r)
                     } else {
