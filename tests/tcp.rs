@@ -24,7 +24,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;
 
-use common::{bin, causeway_jsonl, scratch, system_tools};
+use common::{bin, causeway_jsonl, pcaps_in, scratch, system_tools};
 use serde_json::Value;
 
 /// Problems reported per flow: problem -> events (intervals for `app_limited`).
@@ -157,6 +157,8 @@ fn real_faults_are_classified_and_correlated_live_and_from_packets() {
         .arg(&topology)
         .arg("--pcap")
         .arg(dir.join("a.pcap"))
+        .arg("--peer-pcaps")
+        .arg(dir.join("peers"))
         .arg("--ss")
         .arg(dir.join("ss.log"))
         .args(["--monitor", &monitor])
@@ -199,8 +201,35 @@ fn real_faults_are_classified_and_correlated_live_and_from_packets() {
         ss.to_str().unwrap(),
     ]);
 
+    // Every connection captured at both its ends, and no topology file: each connection is
+    // one member, whichever sniffers saw it.
+    let mut both_ends = vec![
+        "tcp".to_owned(),
+        "--format".to_owned(),
+        "jsonl".to_owned(),
+        pcap.to_str().unwrap().to_owned(),
+    ];
+    both_ends.extend(pcaps_in(&dir.join("peers")));
+    let both_refs: Vec<&str> = both_ends.iter().map(String::as_str).collect();
+    let both_records = causeway_jsonl(&both_refs);
+
     let mut failures = judge("live", &live_records, &labels);
     failures.extend(judge("packets", &packet_records, &labels));
+    failures.extend(judge("both ends", &both_records, &labels));
+    for r in both_records.iter().filter(|r| r["kind"] == "correlation") {
+        let mut conns: Vec<BTreeSet<&str>> = r["flows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f.as_str().unwrap().split("->").collect())
+            .collect();
+        let n = conns.len();
+        conns.sort();
+        conns.dedup();
+        if conns.len() != n || n < 2 {
+            failures.push(format!("both ends: a set repeating a connection: {r}"));
+        }
+    }
     // The ss log is read and classified too; `ss` 6.1 prints no timeout counter and its
     // samples are 250 ms apart, so only the classes it shows directly are asserted.
     let from_ss = problems(&ss_records);

@@ -110,6 +110,7 @@ IMPAIRMENTS (all on the link, none inside A's sending stack: a drop in the sende
            incoming packets to the ifb; tbf rate/burst/limit on the ifb.
 
 CAPTURES (all inside A, started before the connections open, stopped after they close)
+  --peer-pcaps DIR the same in every peer host, DIR/<scenario>.pcap: both ends captured
   --pcap FILE      tcpdump -i any -w FILE -s 128 -U (libpcap "any": LINUX_SLL2 link type);
                    stopped with SIGINT so the file is complete
   --ss FILE        while sleep 0.25; do echo "### $(date +%s.%N)"; ss -tinm; done > FILE
@@ -1276,6 +1277,18 @@ class Run:
                                       proc="tcpdump"):
                 raise RuntimeError("tcpdump did not start: " + open(
                     os.path.join(self.rundir, "tcpdump.err")).read())
+        if a.peer_pcaps:
+            # The other end of every connection: a capture in each peer host.
+            os.makedirs(a.peer_pcaps, exist_ok=True)
+            for s in self.plan["scenarios"]:
+                name = f"tcpdump-{s['name']}"
+                self.spawn(name, s["peer_namespace"],
+                           ["tcpdump", "-i", "any", "-w",
+                            os.path.join(a.peer_pcaps, f"{s['name']}.pcap"), "-s", "128", "-U",
+                            "-Z", "root"])
+                if not self.wait_file(os.path.join(self.rundir, f"{name}.err"), "listening on",
+                                      5, proc=name):
+                    raise RuntimeError(f"{name} did not start")
         if ss_path:
             self.files["ss"] = open(ss_path, "w")
             self.spawn("ss", self.nsA, ["sh", "-c", 'trap "exit 0" TERM; while sleep 0.25; do '
@@ -1321,7 +1334,9 @@ class Run:
         self.mib_after = read_mibs(self.created)
         self.stop_all([("ss", signal.SIGTERM, 2.0, False), ("tcpinfo", signal.SIGTERM, 2.0, True),
                        ("monitor", signal.SIGINT, 10.0, True),
-                       ("tcpdump", signal.SIGINT, 5.0, False)])
+                       ("tcpdump", signal.SIGINT, 5.0, False)]
+                      + [(f"tcpdump-{s['name']}", signal.SIGINT, 5.0, False)
+                         for s in self.plan["scenarios"] if a.peer_pcaps])
         for f in self.files.values():
             f.close()
         self.log("captures stopped")
@@ -1520,6 +1535,9 @@ def parse_args(argv):
     ap.add_argument("--labels", help="write the ground-truth labels (JSON) here")
     ap.add_argument("--topology", help="write the link/app topology (text) here")
     ap.add_argument("--pcap", help="tcpdump -i any -s 128 inside A into this file")
+    ap.add_argument("--peer-pcaps", metavar="DIR",
+                    help="tcpdump -i any -s 128 in every peer host too, into DIR/<scenario>.pcap "
+                         "(each connection then captured at both its ends)")
     ap.add_argument("--ss", help="ss -tinm every 0.25 s inside A into this file")
     ap.add_argument("--tcpinfo", help="netlink tcp_info poll every 0.25 s into this file")
     ap.add_argument("--monitor", metavar="CMD", help="shell command run inside A meanwhile")

@@ -33,6 +33,12 @@
 //!   first qualifies and then every `report_every_ns` while it does, and at the end of the
 //!   input; an [`Alert`] when a set first qualifies.
 //! - **Exchange**: everything to worker 0 (one record per connection per interval).
+//! - **One connection, one member**: a connection is keyed by its endpoints, whichever
+//!   sources saw it (a sniffer at each end, a mirror port, the poller): each of its
+//!   directions is judged on its best source (the kernel's counters, else the sniffer that
+//!   saw the most of its data segments: the one at the sender sees the segments a lossy link
+//!   drops) and the others' evidence is left out, so a set never holds a connection twice
+//!   and a connection is never a set by itself.
 //! - **State**: per connection active in the last `T`, its resources (indices of names held
 //!   once), the first and last bucket it was active in, and only its buckets with time in a
 //!   problem (a healthy connection holds none); a connection is freed when it has not been
@@ -48,7 +54,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use causeway_sources::Time;
+use causeway_sources::{OriginId, Time};
 use serde::{Deserialize, Serialize};
 use timely::dataflow::Stream;
 use timely::dataflow::channels::pact::Exchange;
@@ -58,7 +64,7 @@ use smallvec::SmallVec;
 
 use crate::FastMap;
 use crate::alert::Alert;
-use crate::tcp::problem::{ConnId, Evidence, Problem, SnapConfig, classify};
+use crate::tcp::problem::{ConnId, Evidence, EvidenceSource, Problem, SnapConfig, classify};
 use crate::tcp::resources::{Resources, Scope};
 
 /// Parameters of the correlation.
@@ -160,6 +166,47 @@ struct ConnState {
     /// Buckets with time in a problem: index -> time per problem. Buckets without any are
     /// not kept (a healthy connection holds none).
     buckets: BTreeMap<u64, [u64; 5]>,
+    /// Per direction (lower endpoint sending, higher sending): who reported on it, and
+    /// how well ([`Sighting`]). Only the best one's evidence counts.
+    sightings: [SmallVec<[Sighting; 2]>; 2],
+}
+
+/// One source's evidence on one direction of a connection: a sniffer (the same connection is
+/// seen by a sniffer at each end, or on a mirror port) or a host's kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Sighting {
+    /// The kernel's counters are the sender's own.
+    kernel: bool,
+    /// Data segments it saw: a sniffer at the sender sees every segment, one past a lossy
+    /// link misses the lost ones.
+    segments: u64,
+    /// Ties go to the lower origin id, so that the choice does not depend on arrival order.
+    origin: std::cmp::Reverse<OriginId>,
+}
+
+impl ConnState {
+    /// Takes evidence `e` on direction `dir` into account; whether it is the best source's
+    /// (a connection seen by several sources is one connection, judged on one source per
+    /// direction, not counted once per sniffer).
+    fn best_source(&mut self, dir: usize, e: &Evidence) -> bool {
+        let kernel = e.source == EvidenceSource::Kernel;
+        let origin = std::cmp::Reverse(e.conn.origin);
+        let list = &mut self.sightings[dir];
+        match list
+            .iter_mut()
+            .find(|s| s.origin == origin && s.kernel == kernel)
+        {
+            Some(s) => s.segments += e.segments,
+            None => list.push(Sighting {
+                kernel,
+                segments: e.segments,
+                origin,
+            }),
+        }
+        list.iter()
+            .max()
+            .is_some_and(|best| best.origin == origin && best.kernel == kernel)
+    }
 }
 
 /// The resources connections belong to, each held once however many connections share it,
@@ -280,13 +327,21 @@ impl Correlator {
         let t = self.config.aggregation_ns.max(1);
         let times = classify(e, &self.config.snap);
         // A connection is both its directions (SNAP correlates sockets): packets give each
-        // direction its own evidence, the kernel only the polled host's.
+        // direction its own evidence, the kernel only the polled host's. It is one member of
+        // a set however many sources saw it (a sniffer at each end, the poller too): keyed
+        // by its endpoints alone, each direction judged on its best source.
         let (a, b) = (e.conn.local, e.conn.peer);
         let key = ConnId {
-            origin: e.conn.origin,
+            origin: OriginId::default(),
             local: a.min(b),
             peer: a.max(b),
         };
+        let dir = usize::from(a > b);
+        if let Some(state) = self.conns.get_mut(&key) {
+            if !state.best_source(dir, e) {
+                return;
+            }
+        }
         if e.closed && !times.any() && !self.conns.contains_key(&key) {
             // The other direction's last word on a connection already counted.
             return;
@@ -304,7 +359,11 @@ impl Correlator {
             first_active: first_bucket,
             last_active: last_bucket,
             buckets: BTreeMap::new(),
+            sightings: Default::default(),
         });
+        if state.sightings[dir].is_empty() {
+            state.best_source(dir, e);
+        }
         state.first_active = state.first_active.min(first_bucket);
         state.last_active = state.last_active.max(last_bucket);
         self.newest = Some(self.newest.map_or(last_bucket, |n| n.max(last_bucket)));
@@ -658,6 +717,81 @@ mod tests {
         assert_eq!(pearson(&[1.0, 1.0], &[2.0, 2.0]), 1.0);
         assert_eq!(pearson(&[0.0, 0.0], &[2.0, 2.0]), 0.0);
         assert_eq!(pearson(&[1.0, 0.0], &[2.0, 2.0]), 0.0);
+    }
+
+    /// The correlations of `evidence` with no topology file (hosts and applications).
+    fn correlations(evidence: Vec<Evidence>) -> Vec<Correlation> {
+        let resources = Arc::new(Resources::parse("", "t").unwrap());
+        let config = CorrelateConfig {
+            correlation_ns: 10_000_000_000,
+            ..CorrelateConfig::default()
+        };
+        let captured = timely::example(move |scope| {
+            evidence
+                .to_stream(scope)
+                .container::<Vec<_>>()
+                .correlate(config, resources)
+                .capture()
+        });
+        captured
+            .try_iter()
+            .flat_map(|e| match e {
+                Event::Messages(_, r) => r,
+                Event::Progress(_) => Vec::new(),
+            })
+            .filter_map(|c| match c {
+                Correlated::Correlation(c) => Some(c),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_connection_seen_at_both_ends_is_one_member() {
+        // One lossy connection, captured by a sniffer at each end (each sees both
+        // directions); the receiving end's sniffer misses the lost segments.
+        let c = conn("10.1.0.1:40000", "10.1.0.2:5001");
+        let back = conn("10.1.0.2:5001", "10.1.0.1:40000");
+        let mut evidence = Vec::new();
+        for s in 0..20u64 {
+            let on = (s / 2) % 2 == 0;
+            for (origin, segments) in [(OriginId(0), 10), (OriginId(1), 8)] {
+                for (id, timeouts) in [(c, u64::from(on)), (back, 0)] {
+                    evidence.push(Evidence {
+                        conn: ConnId { origin, ..id },
+                        source: EvidenceSource::Packets,
+                        segments,
+                        ..second(id, s, timeouts)
+                    });
+                }
+            }
+        }
+        let found = correlations(evidence.clone());
+        assert!(
+            found.is_empty(),
+            "a connection correlated with itself: {found:?}"
+        );
+        // A second connection with the same problem at the same moments: a set of two.
+        let other = conn("10.1.0.1:40001", "10.1.0.2:5001");
+        for s in 0..20u64 {
+            let on = (s / 2) % 2 == 0;
+            for origin in [OriginId(0), OriginId(1)] {
+                evidence.push(Evidence {
+                    conn: ConnId { origin, ..other },
+                    source: EvidenceSource::Packets,
+                    segments: 10,
+                    ..second(other, s, u64::from(on))
+                });
+            }
+        }
+        let found = correlations(evidence);
+        assert!(!found.is_empty());
+        for f in &found {
+            assert_eq!((f.connections, f.members), (2, 2), "{f:?}");
+            let mut flows = f.flows.clone();
+            flows.dedup();
+            assert_eq!(flows.len(), 2, "{f:?}");
+        }
     }
 
     #[test]
