@@ -230,6 +230,25 @@ fn real_faults_are_classified_and_correlated_live_and_from_packets() {
             failures.push(format!("both ends: a set repeating a connection: {r}"));
         }
     }
+    // The incast named as such, into its aggregator, and nothing else called one.
+    let aggregator = labels["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "incast")
+        .map(|s| s["peer_ip"].as_str().unwrap().to_owned())
+        .unwrap();
+    let incasts: BTreeSet<String> = [&packet_records, &both_records]
+        .iter()
+        .flat_map(|records| records.iter())
+        .filter(|r| r["kind"] == "correlation")
+        .filter_map(|r| r["incast"].as_str().map(str::to_owned))
+        .collect();
+    if incasts != BTreeSet::from([aggregator.clone()]) {
+        failures.push(format!(
+            "incast: expected one, into {aggregator}; found into {incasts:?}"
+        ));
+    }
     // The ss log is read and classified too; `ss` 6.1 prints no timeout counter and its
     // samples are 250 ms apart, so only the classes it shows directly are asserted.
     let from_ss = problems(&ss_records);

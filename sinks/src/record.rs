@@ -252,6 +252,7 @@ fn correlation_json(c: &Correlation) -> Value {
         "series_ms": c.series_ms,
         "flows": c.flows,
         "also": c.also,
+        "incast": c.incast,
     })
 }
 

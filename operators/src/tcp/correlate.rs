@@ -39,6 +39,8 @@
 //!   saw the most of its data segments: the one at the sender sees the segments a lossy link
 //!   drops) and the others' evidence is left out, so a set never holds a connection twice
 //!   and a connection is never a set by itself.
+//! - **Incast**: a loss finding whose connections carry data from servers' ports into one
+//!   host's own ephemeral ports ([`incast_into`]) says so (`incast`: that host).
 //! - **State**: per connection active in the last `T`, its resources (indices of names held
 //!   once), the first and last bucket it was active in, and only its buckets with time in a
 //!   problem (a healthy connection holds none); a connection is freed when it has not been
@@ -54,7 +56,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use causeway_sources::{OriginId, Time};
+use causeway_sources::{Endpoint, OriginId, Time};
 use serde::{Deserialize, Serialize};
 use timely::dataflow::Stream;
 use timely::dataflow::channels::pact::Exchange;
@@ -136,7 +138,43 @@ pub struct Correlation {
     /// Other resources shared by exactly the same connections (`host 10.0.0.2`, `app
     /// web`): one finding, reported once, under the link if there is one, else the host.
     pub also: Vec<String>,
+    /// The host the connections' data converged on, when the finding has the shape of an
+    /// incast ([`incast_into`]).
+    #[serde(default)]
+    pub incast: Option<String>,
 }
+
+/// Connections that lose data together are an *incast* into one host when at least
+/// [`INCAST_MIN`] of them carry data from a server's port to that one host's ephemeral ports
+/// (each its own): the answers of many servers to one client's fan-out request meeting in
+/// the queue in front of it. `flows` are the connections' data directions (`sender->receiver`)
+/// having the problem. Many clients sending to one server (a lossy link into it) are not.
+pub fn incast_into(problem: Problem, flows: &[String]) -> Option<String> {
+    if !matches!(problem, Problem::FastRetransmit | Problem::Timeout) || flows.len() < INCAST_MIN {
+        return None;
+    }
+    let ends: Vec<(Endpoint, Endpoint)> = flows
+        .iter()
+        .filter_map(|f| {
+            let (a, b) = f.split_once("->")?;
+            Some((a.parse().ok()?, b.parse().ok()?))
+        })
+        .collect();
+    let receiver = ends.first()?.1.ip;
+    let mut ports: Vec<u16> = ends.iter().map(|e| e.1.port).collect();
+    ports.sort_unstable();
+    ports.dedup();
+    let server_to_client = |(s, r): &(Endpoint, Endpoint)| s.port < r.port;
+    (ends.len() == flows.len()
+        && ends
+            .iter()
+            .all(|e| e.1.ip == receiver && server_to_client(e))
+        && ports.len() == ends.len())
+    .then(|| receiver.to_string())
+}
+
+/// The fewest connections an incast is said of.
+const INCAST_MIN: usize = 3;
 
 /// What `correlate` emits.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -572,10 +610,16 @@ impl Correlator {
                             .filter_map(|(_, id, _, _)| self.conns.get(id)?.flow.clone())
                             .collect(),
                         also: Vec::new(),
+                        incast: None,
                     });
                 }
             }
-            if let Some(c) = best.filter(|c| c.acc > self.config.alpha) {
+            if let Some(mut c) = best.filter(|c| c.acc > self.config.alpha) {
+                let flows: Vec<String> = ids
+                    .iter()
+                    .filter_map(|id| self.conns.get(id)?.flow.clone())
+                    .collect();
+                c.incast = incast_into(c.problem, &flows);
                 found.push((c, ids));
             }
         }
@@ -614,8 +658,16 @@ impl Correlator {
                         source: "correlate".to_owned(),
                         severity: "warning".to_owned(),
                         message: format!(
-                            "{} on {} of {} connections of {} {} at once (ACC {:.2})",
-                            c.problem, c.connections, c.members, c.scope, c.name, c.acc
+                            "{}{} on {} of {} connections of {} {} at once (ACC {:.2})",
+                            c.incast
+                                .as_ref()
+                                .map_or(String::new(), |h| format!("incast into {h}: ")),
+                            c.problem,
+                            c.connections,
+                            c.members,
+                            c.scope,
+                            c.name,
+                            c.acc
                         ),
                         time_ns: now,
                         correlation: Some(c.clone()),
@@ -744,6 +796,26 @@ mod tests {
                 _ => None,
             })
             .collect()
+    }
+
+    #[test]
+    fn answers_converging_on_one_client_are_an_incast_and_requests_into_a_server_are_not() {
+        let answers: Vec<String> = (1..=8)
+            .map(|k| format!("10.0.0.{k}:5005->10.0.1.1:{}", 40500 + k))
+            .collect();
+        assert_eq!(
+            incast_into(Problem::FastRetransmit, &answers).as_deref(),
+            Some("10.0.1.1")
+        );
+        assert_eq!(incast_into(Problem::RwndLimited, &answers), None);
+        assert_eq!(incast_into(Problem::Timeout, &answers[..2]), None);
+        let uploads: Vec<String> = (1..=8)
+            .map(|k| format!("10.0.0.{k}:{}->10.0.1.1:5001", 40100 + k))
+            .collect();
+        assert_eq!(incast_into(Problem::Timeout, &uploads), None);
+        let mut spread = answers.clone();
+        spread.push("10.0.0.9:5005->10.0.1.2:40600".to_owned());
+        assert_eq!(incast_into(Problem::FastRetransmit, &spread), None);
     }
 
     #[test]

@@ -14,8 +14,9 @@
 //! connections over the concurrency.
 //!
 //! State: per (node, outgoing connection), the counts of up to [`MAX_INCOMING`] incoming
-//! connections, halved every [`HALVE_AT`] scans; freed once stale (no call on O for the delay
-//! window), as the other learned densities are.
+//! connections, halved every [`HALVE_AT`] scans; stale once no call on O was counted for the
+//! delay window (read as unknown, counted afresh), and freed at the next sweep, as the other
+//! learned densities are, so the output does not depend on when sweeps ran.
 
 use super::*;
 
@@ -138,7 +139,11 @@ impl Linker {
         if real.is_empty() && shifted.is_empty() {
             return;
         }
+        let window = self.config.delay_window_ns;
         let a = self.affinity.entry((p.from, p.conn)).or_default();
+        if stale(a.last_ns, window, p.event_ns) {
+            *a = Affinity::default();
+        }
         a.count(&real, false);
         a.count(&shifted, true);
         a.last_ns = a.last_ns.max(p.event_ns);
@@ -151,8 +156,10 @@ impl Linker {
         let Some(conn) = task.filter(|t| t.persistent).map(|t| t.conn) else {
             return 1.0;
         };
+        let window = self.config.delay_window_ns;
         self.affinity
             .get(&(p.from, p.conn))
+            .filter(|a| !stale(a.last_ns, window, p.event_ns))
             .map_or(1.0, |a| a.ratio(conn))
     }
 }

@@ -86,12 +86,18 @@ impl Linker {
             insert_by_local(self.one_sided.entry(a.to).or_default(), arrived);
             return;
         }
+        // A connection that brought another request within a quarter of what the state
+        // keeps before this one is kept alive between requests ([`Affinity`] learns from
+        // those alone). Within that span an earlier request is always still held, so the
+        // answer does not depend on when sweeps ran.
+        let alive_ns = self.config.keep_ns() / 4;
         let c = self.conns.entry((a.to, a.conn)).or_default();
         c.recvs
             .insert(a.local_ns, a.event_ns, (a.id, a.request, a.kind_from));
-        // A connection that brought a request before this one is kept alive between
-        // requests ([`Affinity`] learns from those alone).
-        let persistent = a.request && c.recvs.entries.iter().any(|e| e.1.1 && e.1.0 != a.id);
+        let persistent = a.request
+            && c.recvs.entries.iter().any(|e| {
+                e.1.1 && e.1.0 != a.id && e.0 <= a.local_ns && e.0 + alive_ns >= a.local_ns
+            });
         if !a.request {
             let list = self.answers.entry(a.to).or_default();
             let i = partition_point_from_back(list, |x| x.0 <= a.local_ns);
