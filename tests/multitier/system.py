@@ -59,7 +59,7 @@ TRUTH  workdir/client.jsonl: {"id","kind","t0","t1","port","status"[,"error"]} p
   stdout: multitier: sent 1300 answered 1300 ok 1300 in 3.7 s (setup 1.8 s, load 1.3 s, stop
   0.6 s); web1/both=166 web1/cache=... web2/static=...   --names FILE: `ADDRESS NAME` lines.
 CLEANUP  atexit + SIGINT/SIGTERM/SIGHUP: children stopped (then killed), every process in the
-  namespaces killed, namespaces deleted, workdir/pg (the database) removed, and the workdir if
+  namespaces killed, namespaces deleted, the database's directory removed, and the workdir if
   it was temporary.  `--cleanup P` does it after a SIGKILL (namespaces named exactly P-<host>,
   temporary dirs /tmp/multitier-P-*); the app and client die with the driver (PDEATHSIG).
 EXIT STATUS  0 every request ok; 1 some not; 2 usage/setup error; 128+N killed by signal N.
@@ -379,6 +379,7 @@ class Run:
         self.a, self.P, self.net = a, a.prefix, a.net
         self.procs, self.created, self.cleaned, self.times = {}, [], False, {}
         self.tmp_workdir = not a.workdir
+        self.pg_dir = None
         self.work = a.workdir or tempfile.mkdtemp(prefix=f"multitier-{self.P}-")
         self.t_start = time.time()
 
@@ -478,10 +479,13 @@ class Run:
         run_cmd(nsx(lb, *vip, "-j", "DNAT", "--to-destination", f"{net}.2.12:8080"))
 
     def start_servers(self):
-        w, net, pgd = self.work, self.net, f"{self.work}/pg"
-        shutil.rmtree(pgd, ignore_errors=True)
+        # The database in a directory of its own under the system's temporary directory
+        # (world-traversable), not under the workdir, whose parents the postgres user may
+        # not be allowed into (a mktemp -d, a home directory).
+        w, net, pgd = self.work, self.net, tempfile.mkdtemp(prefix=f"multitier-pg-{self.P}-")
+        self.pg_dir = pgd
+        os.chmod(pgd, 0o755)
         os.makedirs(f"{pgd}/sock")
-        os.chmod(w, 0o755)
         for d in (pgd, f"{pgd}/sock"):
             shutil.chown(d, "postgres", "postgres")
         run_cmd(["runuser", "-u", "postgres", "--", f"{PGBIN}/initdb", "-D", f"{pgd}/data",
@@ -621,7 +625,8 @@ class Run:
             signal.signal(sig, signal.SIG_IGN)
         self.stop_all(3)
         remove_namespaces(self.created)
-        shutil.rmtree(f"{self.work}/pg", ignore_errors=True)
+        if self.pg_dir:
+            shutil.rmtree(self.pg_dir, ignore_errors=True)
         if self.tmp_workdir:
             shutil.rmtree(self.work, ignore_errors=True)
         self.log("cleaned up")
@@ -630,7 +635,8 @@ class Run:
 def cleanup_prefix(prefix):
     nss = our_namespaces(prefix)
     remove_namespaces(nss)
-    dirs = glob.glob(os.path.join(tempfile.gettempdir(), f"multitier-{prefix}-*"))
+    dirs = (glob.glob(os.path.join(tempfile.gettempdir(), f"multitier-{prefix}-*"))
+            + glob.glob(os.path.join(tempfile.gettempdir(), f"multitier-pg-{prefix}-*")))
     for d in dirs:
         shutil.rmtree(d, ignore_errors=True)
     print(f"multitier: removed namespaces {nss or '[]'} and {len(dirs)} temporary dirs")
