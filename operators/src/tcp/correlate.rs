@@ -144,11 +144,12 @@ pub struct Correlation {
     pub incast: Option<String>,
 }
 
-/// Connections that lose data together are an *incast* into one host when at least
-/// [`INCAST_MIN`] of them carry data from a server's port to that one host's ephemeral ports
-/// (each its own): the answers of many servers to one client's fan-out request meeting in
-/// the queue in front of it. `flows` are the connections' data directions (`sender->receiver`)
-/// having the problem. Many clients sending to one server (a lossy link into it) are not.
+/// Connections that lose data together are an *incast* into one host when at least three
+/// (`INCAST_MIN`) of them carry data from a server's port to that one host's ephemeral
+/// ports (each its own): the answers of many servers to one client's fan-out request
+/// meeting in the queue in front of it. `flows` are the connections' data directions
+/// (`sender->receiver`) having the problem. Many clients sending to one server (a lossy
+/// link into it) are not.
 pub fn incast_into(problem: Problem, flows: &[String]) -> Option<String> {
     if !matches!(problem, Problem::FastRetransmit | Problem::Timeout) || flows.len() < INCAST_MIN {
         return None;

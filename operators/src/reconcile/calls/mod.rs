@@ -11,7 +11,7 @@
 //!   load balancer's destination NAT; other transports by connection (the unordered pair of
 //!   endpoints), so both ends of a connection meet on one worker. There, the two views of a
 //!   translated connection (the client's, to the virtual address; the server's, from the
-//!   client) are joined into one connection named by the real server ([`translate`]).
+//!   client) are joined into one connection named by the real server (`translate.rs`).
 //! - **Rules**: calls are taken in event-time order once the frontier has passed them. On a
 //!   stream socket (TCP, UNIX stream) a message is a run of sends by one end with no receive
 //!   by that end in between (WAP5's "fat message", §2.3); its bytes are numbered by the
