@@ -70,6 +70,48 @@ struct Conn {
     refs: u32,
 }
 
+/// A data call's connection as the log names it ([`Conn::name_call`]).
+struct Named {
+    transport: Transport,
+    local: Address,
+    peer: Address,
+    /// For stream sockets: the bytes this end had moved that way before the call.
+    offset: u64,
+    opener: Opener,
+}
+
+impl Conn {
+    /// The connection a send or receive of `bytes` (record `r`) moved data on, counting the
+    /// bytes on a stream; `None` if the log does not name it (no transport, or an endpoint
+    /// missing), in which case nothing is counted.
+    fn name_call(&mut self, r: &Record, direction: Direction, bytes: u64) -> Option<Named> {
+        let transport = self.transport?;
+        let (local, peer, offset) = if transport.is_stream() {
+            let (local, peer) = (self.local.clone()?, self.peer.clone()?);
+            let counter = match direction {
+                Direction::Send => &mut self.sent,
+                Direction::Recv => &mut self.received,
+            };
+            let offset = *counter;
+            *counter += bytes;
+            (local, peer, offset)
+        } else {
+            if let (None, Some(l)) = (&self.local, r.local.as_ref().and_then(inet)) {
+                self.local = Some(l);
+            }
+            let peer = r.peer.as_ref().and_then(inet).or(self.peer.clone())?;
+            (self.local.clone()?, peer, 0)
+        };
+        Some(Named {
+            transport,
+            local,
+            peer,
+            offset,
+            opener: self.opener,
+        })
+    }
+}
+
 /// What the source knows of one process: its node name and its descriptors.
 #[derive(Clone, Debug, Default)]
 struct Process {
@@ -664,67 +706,29 @@ impl SocketLogReader {
                     Call::Send => Direction::Send,
                     _ => Direction::Recv,
                 };
-                let node = process.node.clone();
-                let Some(conn) = process.conn_mut(r.fd) else {
-                    tracing::debug!(
-                        "unnamed socket: {} fd {} {:?} at {}",
-                        process.node,
-                        r.fd,
-                        r.syscall,
-                        r.time_ns
-                    );
-                    self.stats.skip(SkipReason::UnnamedSocket);
-                    return None;
-                };
-                let Some(transport) = conn.transport else {
-                    tracing::debug!(
-                        "unnamed socket: {} fd {} {:?} at {}",
-                        process.node,
-                        r.fd,
-                        r.syscall,
-                        r.time_ns
-                    );
-                    self.stats.skip(SkipReason::UnnamedSocket);
-                    return None;
-                };
                 let bytes = r.ret as u64;
-                let (local, peer, offset) = if transport.is_stream() {
-                    let (Some(local), Some(peer)) = (conn.local.clone(), conn.peer.clone()) else {
-                        tracing::debug!(
-                            "unnamed socket: {} fd {} {:?} at {}",
-                            process.node,
-                            r.fd,
-                            r.syscall,
-                            r.time_ns
-                        );
-                        self.stats.skip(SkipReason::UnnamedSocket);
-                        return None;
-                    };
-                    let counter = match direction {
-                        Direction::Send => &mut conn.sent,
-                        Direction::Recv => &mut conn.received,
-                    };
-                    let offset = *counter;
-                    *counter += bytes;
-                    (local, peer, offset)
-                } else {
-                    if let (None, Some(l)) = (&conn.local, r.local.as_ref().and_then(inet)) {
-                        conn.local = Some(l);
-                    }
-                    let peer = r.peer.as_ref().and_then(inet).or(conn.peer.clone());
-                    let (Some(local), Some(peer)) = (conn.local.clone(), peer) else {
-                        tracing::debug!(
-                            "unnamed socket: {} fd {} {:?} at {}",
-                            process.node,
-                            r.fd,
-                            r.syscall,
-                            r.time_ns
-                        );
-                        self.stats.skip(SkipReason::UnnamedSocket);
-                        return None;
-                    };
-                    (local, peer, 0)
+                let named = process
+                    .conn_mut(r.fd)
+                    .and_then(|conn| conn.name_call(r, direction, bytes));
+                let Some(Named {
+                    transport,
+                    local,
+                    peer,
+                    offset,
+                    opener,
+                }) = named
+                else {
+                    tracing::debug!(
+                        "unnamed socket: {} fd {} {:?} at {}",
+                        process.node,
+                        r.fd,
+                        r.syscall,
+                        r.time_ns
+                    );
+                    self.stats.skip(SkipReason::UnnamedSocket);
+                    return None;
                 };
+                let node = process.node.clone();
                 let local = concrete(local, &peer);
                 match transport {
                     Transport::Tcp => self.stats.tcp += 1,
@@ -742,7 +746,7 @@ impl SocketLogReader {
                     offset,
                     bytes,
                     payload_hash: r.hash.unwrap_or(0),
-                    opener: conn.opener,
+                    opener,
                 });
             }
             _ => {}

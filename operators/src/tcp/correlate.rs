@@ -772,9 +772,9 @@ mod tests {
         assert_eq!(pearson(&[1.0, 0.0], &[2.0, 2.0]), 0.0);
     }
 
-    /// The correlations of `evidence` with no topology file (hosts and applications).
-    fn correlations(evidence: Vec<Evidence>) -> Vec<Correlation> {
-        let resources = Arc::new(Resources::parse("", "t").unwrap());
+    /// What `correlate` says of `evidence` with `topology`, over a 10 s correlation window.
+    fn correlate_all(evidence: Vec<Evidence>, topology: &str) -> Vec<Correlated> {
+        let resources = Arc::new(Resources::parse(topology, "t").unwrap());
         let config = CorrelateConfig {
             correlation_ns: 10_000_000_000,
             ..CorrelateConfig::default()
@@ -792,6 +792,13 @@ mod tests {
                 Event::Messages(_, r) => r,
                 Event::Progress(_) => Vec::new(),
             })
+            .collect()
+    }
+
+    /// The correlations of `evidence` with no topology file (hosts and applications).
+    fn correlations(evidence: Vec<Evidence>) -> Vec<Correlation> {
+        correlate_all(evidence, "")
+            .into_iter()
             .filter_map(|c| match c {
                 Correlated::Correlation(c) => Some(c),
                 _ => None,
@@ -870,7 +877,6 @@ mod tests {
     #[test]
     fn a_lossy_link_is_named_and_a_healthy_one_is_not() {
         let topology = "link lossy 10.1.0.0/24 10.1.0.0/24\nlink clean 10.2.0.0/24 10.2.0.0/24\n";
-        let resources = Arc::new(Resources::parse(topology, "t").unwrap());
         let lossy: Vec<_> = (0..4)
             .map(|i| conn(&format!("10.1.0.1:{}", 40000 + i), "10.1.0.2:5001"))
             .collect();
@@ -888,24 +894,7 @@ mod tests {
                 evidence.push(second(*c, s, 0));
             }
         }
-        let config = CorrelateConfig {
-            correlation_ns: 10_000_000_000,
-            ..CorrelateConfig::default()
-        };
-        let captured = timely::example(move |scope| {
-            evidence
-                .to_stream(scope)
-                .container::<Vec<_>>()
-                .correlate(config, resources)
-                .capture()
-        });
-        let out: Vec<Correlated> = captured
-            .try_iter()
-            .flat_map(|e| match e {
-                Event::Messages(_, r) => r,
-                Event::Progress(_) => Vec::new(),
-            })
-            .collect();
+        let out = correlate_all(evidence, topology);
         let names: std::collections::BTreeSet<_> = out
             .iter()
             .filter_map(|c| match c {

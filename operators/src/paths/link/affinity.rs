@@ -149,18 +149,21 @@ impl Linker {
         a.last_ns = a.last_ns.max(p.event_ns);
     }
 
-    /// How much connection affinity multiplies the odds that candidate `c` is the parent of
-    /// call `p` (1 for a candidate outside any task, or a connection not learned).
-    pub(super) fn affinity_odds(&self, p: &Prep, c: &Candidate) -> f64 {
-        let task = c.task.and_then(|t| self.tasks.get(&t));
-        let Some(conn) = task.filter(|t| t.persistent).map(|t| t.conn) else {
-            return 1.0;
-        };
+    /// What call `p`'s outgoing connection has learned, unless stale ([`Affinity`]).
+    pub(super) fn affinity_at(&self, p: &Prep) -> Option<&Affinity> {
         let window = self.config.delay_window_ns;
         self.affinity
             .get(&(p.from, p.conn))
             .filter(|a| !stale(a.last_ns, window, p.event_ns))
-            .map_or(1.0, |a| a.ratio(conn))
+    }
+
+    /// How much connection affinity `a` (of the call's connection) multiplies the odds that
+    /// candidate `c` is the parent (1 for a candidate outside any task or on a connection
+    /// not kept alive).
+    pub(super) fn affinity_odds(&self, a: &Affinity, c: &Candidate) -> f64 {
+        let task = c.task.and_then(|t| self.tasks.get(&t));
+        task.filter(|t| t.persistent)
+            .map_or(1.0, |t| a.ratio(t.conn))
     }
 }
 

@@ -158,6 +158,8 @@ impl Linker {
                     .filter(|d| !stale(d.last_ns, window, p.event_ns))
             })
             .collect();
+        // What the call's connection learned of its callers' connections, looked up once.
+        let affinity = self.affinity_at(p);
         for c in candidates.iter_mut() {
             let exponential = (-(c.delay as f64) / d).exp();
             // WAP5's exponential while the type has few samples.
@@ -166,8 +168,8 @@ impl Linker {
                     let e = density.samples();
                     let r = density.probability(c.delay as f64);
                     // Its sizes' evidence, on the odds.
-                    let lr =
-                        self.size_odds(c, p.answer_bytes, p.event_ns) * self.affinity_odds(p, c);
+                    let lr = self.size_odds(c, p.answer_bytes, p.event_ns)
+                        * affinity.map_or(1.0, |a| self.affinity_odds(a, c));
                     let r = if r < 1.0 {
                         r * lr / (r * lr + 1.0 - r)
                     } else {
