@@ -25,6 +25,8 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, anyhow, bail};
 use causeway_operators::tcp::correlate::{Correlate, CorrelateConfig, Correlated};
+use causeway_operators::tcp::hops::{HopsConfig, TcpHops};
+use causeway_operators::tcp::on_patterns::OnPatterns;
 use causeway_operators::tcp::packets::TcpPackets;
 use causeway_operators::tcp::problem::SnapConfig;
 use causeway_operators::tcp::resources::Resources;
@@ -335,21 +337,17 @@ pub fn run(
             );
             let mut outputs = Vec::new();
             let mut counts = vec![events.clone()];
+            let mut tcp_evidence = None;
+            let mut correlated = None;
             if job.emit.problems {
                 let t = &job.tcp;
                 let evidence = scope.concatenate([
                     tcp.snap_deltas(t.snap.idle_ns),
                     packets.clone().tcp_packets(t.interval_ns, t.snap),
                 ]);
+                tcp_evidence = Some(evidence.clone());
                 outputs.push(evidence.clone().snap(t.snap).map(Record::ConnProblem));
-                outputs.push(
-                    evidence
-                        .correlate(t.correlate, Arc::clone(&t.resources))
-                        .map(|c| match c {
-                            Correlated::Correlation(c) => Record::Correlation(c),
-                            Correlated::Alert(a) => Record::Alert(*a),
-                        }),
-                );
+                correlated = Some(evidence.correlate(t.correlate, Arc::clone(&t.resources)));
             }
             let (for_flows, for_messages) = match (job.emit.flows, job.emit.reconcile()) {
                 (true, true) => (Some(packets.clone()), Some(packets)),
@@ -418,18 +416,43 @@ pub fn run(
                         job.clock.reference.clone(),
                     );
                 if job.emit.paths() {
+                    // With `--emit problems`, each message carries its connection's TCP
+                    // problems onto its pattern hop.
+                    let carried = match tcp_evidence.take() {
+                        Some(evidence) => {
+                            let wait_ns = 2 * job.tcp.interval_ns;
+                            messages.clone().tcp_hops(
+                                evidence,
+                                HopsConfig {
+                                    wait_ns,
+                                    keep_ns: wait_ns + job.link.lateness_ns,
+                                    snap: job.tcp.snap,
+                                },
+                                Arc::clone(&job.alignment),
+                            )
+                        }
+                        None => messages.clone(),
+                    };
                     let linked = match job.tasks.clone() {
-                        Some(tasks) => messages.clone().link_tasks(tasks),
-                        None => messages.clone().link(job.link),
+                        Some(tasks) => carried.link_tasks(tasks),
+                        None => carried.link(job.link),
                     };
                     let paths = linked.paths(job.paths.clone());
-                    if job.emit.alerts {
-                        let patterns = paths.clone().flat_map(|r| match r {
+                    let patterns = || {
+                        paths.clone().flat_map(|r| match r {
                             PathRecord::Pattern(p) => Some(p),
                             PathRecord::Instance(_) => None,
-                        });
-                        outputs.push(patterns.alert_rules(job.alerts.clone()).map(Record::Alert));
+                        })
+                    };
+                    if job.emit.alerts {
+                        outputs.push(
+                            patterns()
+                                .alert_rules(job.alerts.clone())
+                                .map(Record::Alert),
+                        );
                     }
+                    // A correlated problem's alert names the pattern hops it slows.
+                    correlated = correlated.map(|c| c.on_patterns(patterns()));
                     let (patterns, instances) = (job.emit.patterns, job.emit.instances);
                     outputs.push(paths.flat_map(move |r| match r {
                         PathRecord::Pattern(p) if patterns => Some(Record::Pattern(p)),
@@ -446,6 +469,12 @@ pub fn run(
                 if job.emit.nat {
                     outputs.push(mappings.map(Record::NatMapping));
                 }
+            }
+            if let Some(correlated) = correlated {
+                outputs.push(correlated.map(|c| match c {
+                    Correlated::Correlation(c) => Record::Correlation(*c),
+                    Correlated::Alert(a) => Record::Alert(*a),
+                }));
             }
             let stats = scope.concatenate(counts).collect_stats(job.stats_every);
             if job.emit.stats {

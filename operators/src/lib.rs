@@ -105,7 +105,8 @@ pub use domain::Domain;
 pub use message::{Message, MessageStream};
 pub use names::{Names, NamesError, NodeCache, NodeName};
 pub use paths::build::{
-    BuildPaths, HopStats, InstanceMessage, PathInstance, PathPattern, PathRecord, PathsConfig, Rank,
+    BuildPaths, HopProblems, HopStats, InstanceMessage, PathInstance, PathPattern, PathRecord,
+    PathsConfig, Rank,
 };
 pub use paths::link::{DelayEstimate, DelayModel, Link, LinkConfig, Linked};
 pub use paths::pattern::PatternNode;

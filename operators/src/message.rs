@@ -52,6 +52,10 @@ pub struct Message {
     pub row: Option<u64>,
     /// How many sniffers saw it (1 for message traces).
     pub sightings: u32,
+    /// The TCP problems of the connection that carried it, while it was sent (`tcp.hops`,
+    /// with `--emit problems`); `None` where nothing was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<crate::tcp::problem::Carried>,
     /// Event time: the send (else receive) time in the reference clock as the sources aligned
     /// it, before the `clock` operator's finer correction.
     pub event_ns: Time,

@@ -70,6 +70,7 @@ pub fn message_of_row(row: TraceRow, names: &Names, nodes: &mut NodeCache) -> Me
         origin: row.origin,
         row: Some(row.row),
         sightings: 1,
+        tcp: None,
     }
 }
 

@@ -185,6 +185,7 @@ mod compliance {
             send_corrected_ns: None,
             recv_corrected_ns: None,
             sightings: 1,
+            tcp: None,
             event_ns: 1_000,
             src: "a".into(),
             dst: "b".into(),

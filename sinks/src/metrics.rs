@@ -544,10 +544,12 @@ mod tests {
                 HopStats {
                     delay: None,
                     network: Some(summary(0.5)),
+                    ..HopStats::default()
                 },
                 HopStats {
                     delay: Some(summary(2.0)),
                     network: None,
+                    ..HopStats::default()
                 },
             ],
             last: false,

@@ -7,10 +7,10 @@ use std::collections::BTreeMap;
 
 use causeway_operators::Alert;
 use causeway_operators::tcp::correlate::Correlation;
-use causeway_operators::tcp::problem::ConnProblem;
+use causeway_operators::tcp::problem::{ConnProblem, Problem};
 use causeway_operators::{
-    ClockOffset, Domain, Flow, HopStats, Message, NatMapping, OriginStats, PathInstance,
-    PathPattern, PatternNode, Summary,
+    ClockOffset, Domain, Flow, HopProblems, HopStats, Message, NatMapping, OriginStats,
+    PathInstance, PathPattern, PatternNode, Summary,
 };
 use causeway_sources::Origins;
 use causeway_sources::decode::linktype;
@@ -253,6 +253,7 @@ fn correlation_json(c: &Correlation) -> Value {
         "flows": c.flows,
         "also": c.also,
         "incast": c.incast,
+        "patterns": c.patterns,
     })
 }
 
@@ -350,6 +351,37 @@ impl Serialize for TreeJson<'_> {
         if let Some(d) = here.and_then(|h| h.delay.as_ref()) {
             m.serialize_entry("delay_ms", &SummaryJson(d))?;
         }
+        if let Some(t) = here.and_then(|h| h.tcp.as_ref()) {
+            m.serialize_entry("tcp", &TcpJson(t))?;
+        }
+        m.end()
+    }
+}
+
+/// A hop's TCP problems: the messages evidence covers, and per problem present the mean
+/// share of time and the messages sent in it.
+struct TcpJson<'a>(&'a HopProblems);
+
+impl Serialize for TcpJson<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let t = self.0;
+        let problems: BTreeMap<&str, Value> = Problem::CORRELATED
+            .iter()
+            .enumerate()
+            .filter(|&(k, _)| t.affected[k] > 0.0)
+            .map(|(k, p)| {
+                (
+                    p.as_str(),
+                    json!({"share": t.share[k], "messages": t.affected[k]}),
+                )
+            })
+            .collect();
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("messages", &t.messages)?;
+        m.serialize_entry("problems", &problems)?;
+        if !t.flows.is_empty() {
+            m.serialize_entry("flows", &t.flows)?;
+        }
         m.end()
     }
 }
@@ -444,6 +476,14 @@ mod tests {
             .map(|i| HopStats {
                 delay: (i > 0).then(|| summary(i as f64)),
                 network: Some(summary(10.0 + i as f64)),
+                // The database's answers: a quarter of them sent while their connection
+                // waited out a timeout, for 40% of the time on average.
+                tcp: (i == 2).then(|| HopProblems {
+                    messages: 3.0,
+                    share: [0.0, 0.0, 0.4, 0.0, 0.0],
+                    affected: [0.0, 0.0, 0.75, 0.0, 0.0],
+                    flows: vec!["10.0.0.2:5432->10.0.0.1:40000".into()],
+                }),
             })
             .collect();
         let p = PathPattern {
@@ -470,7 +510,10 @@ mod tests {
                     {"src": "web", "dst": "db", "dst_port": 5432, "network_ms": s(11.0),
                      "delay_ms": s(1.0), "children": [
                         {"src": "db", "dst": "web", "dst_port": null, "network_ms": s(12.0),
-                         "delay_ms": s(2.0), "children": []}]},
+                         "delay_ms": s(2.0), "children": [],
+                         "tcp": {"messages": 3.0,
+                                 "problems": {"timeout": {"share": 0.4, "messages": 0.75}},
+                                 "flows": ["10.0.0.2:5432->10.0.0.1:40000"]}}]},
                     {"src": "web", "dst": "CLIENT", "dst_port": null, "network_ms": s(13.0),
                      "delay_ms": s(3.0), "children": []}]},
             "final": false,

@@ -16,8 +16,9 @@ use std::fmt::Write as _;
 use std::time::{Duration, UNIX_EPOCH};
 
 use causeway_operators::tcp::correlate::Correlation;
+use causeway_operators::tcp::problem::Problem;
 use causeway_operators::{
-    ClockOffset, Flow, HopStats, NodeName, OriginStats, PathPattern, PatternNode, Rank,
+    ClockOffset, Flow, HopProblems, HopStats, NodeName, OriginStats, PathPattern, PatternNode, Rank,
 };
 use causeway_sources::decode::linktype;
 use causeway_sources::{OriginId, Origins};
@@ -600,9 +601,35 @@ fn tree_lines(
     if let Some(n) = here.network {
         facts.push(format!("network {:.3} ms", n.mean));
     }
+    if let Some(t) = &here.tcp {
+        facts.push(tcp_fact(t));
+    }
     let _ = writeln!(s, "  {edge:<48} {}", facts.join("  "));
     for c in &node.children {
         tree_lines(s, c, hops, pos, depth + 1);
+    }
+}
+
+/// A hop's TCP problems in a few words: `tcp: fast_retransmit 4% of time (31 of 240
+/// messages)`, or `tcp: healthy (240 messages)`.
+fn tcp_fact(t: &HopProblems) -> String {
+    let problems: Vec<String> = Problem::CORRELATED
+        .iter()
+        .enumerate()
+        .filter(|&(k, _)| t.affected[k] > 0.0)
+        .map(|(k, p)| {
+            format!(
+                "{p} {:.0}% of time ({:.0} of {:.0} messages)",
+                t.share[k] * 100.0,
+                t.affected[k],
+                t.messages
+            )
+        })
+        .collect();
+    if problems.is_empty() {
+        format!("tcp: healthy ({:.0} messages)", t.messages)
+    } else {
+        format!("tcp: {}", problems.join(", "))
     }
 }
 

@@ -11,7 +11,8 @@ runuser, tcpdump (--pcap-dir), python3-psycopg2 (for the app).
 USAGE
   sudo tests/multitier/system.py [--prefix P] [--net 10.78] [--workdir DIR] [--truth FILE]
         [--requests 1300] [--clients 4] [--seed 1] [--duration 60] [--timeout 5] [--keys 100]
-        [--preload LIB --capture-dir DIR] [--pcap-dir DIR] [--names FILE] [-v]
+        [--preload LIB --capture-dir DIR] [--pcap-dir DIR] [--names FILE] [--loss HOST:P]
+        [--flap HOST:DOWN:EVERY] [-v]
   sudo tests/multitier/system.py --cleanup P     remove what a (killed) run with prefix P left
   e.g. (about 5 s for the default 1300 requests)
     tests/multitier/system.py --preload target/fast/libcauseway_preload.so --capture-dir \
@@ -36,6 +37,10 @@ TOPOLOGY (prefix P, default mt<pid>, <= 11 chars; net N, default 10.78; veth P<c
   P-redis rd   N.2.30  redis-server :6379, no persistence, untraced
   P-pg    pg   N.2.40  postgres 15 :5432, fsync off, trust for N.0.0/16, untraced
   The backends' default route is via N.2.1.
+LOSS  --loss HOST:P (repeatable): from just before the load, iptables in HOST's namespace drops
+  each TCP packet in and out of its link with probability P (statistic --mode random).
+  --flap HOST:DOWN:EVERY (repeatable): during the load, every EVERY ms HOST's link drops all
+  TCP for DOWN ms (an iptables DROP inserted and deleted): losses on all its connections at once.
 LOAD  --clients threads in P-client share --requests requests, each on a NEW connection to
   http://N.1.100/<kind> (kind drawn with --seed), header X-Req: <id>, bounded by --timeout,
   then a 0-5 ms pause; none starts after --duration s.  Which nginx serves which id depends on
@@ -558,6 +563,21 @@ class Run:
                 fh.writelines(f"{self.net}.{addr} {h}\n" for h, _, addr in HOSTS)
         t0 = time.time()
         self.times["setup"] = t0 - self.t_start
+        for spec in a.loss or []:
+            host, p = spec
+            # Random loss on the host's own link, both ways, for the load only (iptables
+            # statistic: this kernel has no netem).
+            for chain, flag in (("INPUT", "-i"), ("OUTPUT", "-o")):
+                run_cmd(nsx(self.ns(host), "iptables", "-A", chain, flag,
+                            f"{self.P}{dict((h, c) for h, c, _ in HOSTS)[host]}h", "-p", "tcp",
+                            "-m", "statistic", "--mode", "random", "--probability", str(p),
+                            "-j", "DROP"))
+            self.log(f"loss {p} on {host}'s link")
+        stop_flaps = threading.Event()
+        flaps = [threading.Thread(target=self.flap, args=(spec, stop_flaps), daemon=True)
+                 for spec in a.flap or []]
+        for t in flaps:
+            t.start()
         client = self.spawn("client", "client", self.role_argv(
             "client", "--out", f"{self.work}/client.jsonl", "--clients", str(a.clients),
             "--requests", str(a.requests), "--seed", str(a.seed), "--duration",
@@ -567,6 +587,9 @@ class Run:
         except subprocess.TimeoutExpired:
             print("multitier: the client overran its time, stopping it", file=sys.stderr)
         self.stop("client")
+        stop_flaps.set()
+        for t in flaps:
+            t.join()
         t1 = time.time()
         self.times["load"] = t1 - t0
         self.log("load done")
@@ -574,6 +597,24 @@ class Run:
         self.times["stop"] = time.time() - t1
         self.log("stopped")
         return self.merge()
+
+    def flap(self, spec, stop):
+        """Takes HOST's link down (every TCP packet in and out dropped) for DOWN ms every
+        EVERY ms until `stop` is set: the losses of all its connections at the same moments."""
+        host, down, every = spec
+        dev = f"{self.P}{dict((h, c) for h, c, _ in HOSTS)[host]}h"
+        rules = [("INPUT", "-i"), ("OUTPUT", "-o")]
+        n = 0
+        while not stop.wait((every - down) / 1000.0):
+            for chain, flag in rules:
+                run_cmd(nsx(self.ns(host), "iptables", "-I", chain, flag, dev, "-p", "tcp",
+                            "-j", "DROP"))
+            time.sleep(down / 1000.0)
+            for chain, flag in rules:
+                run_cmd(nsx(self.ns(host), "iptables", "-D", chain, flag, dev, "-p", "tcp",
+                            "-j", "DROP"))
+            n += 1
+        self.log(f"{host}'s link went down {n} times")
 
     def merge(self):
         def load(path):
@@ -642,6 +683,34 @@ def cleanup_prefix(prefix):
     print(f"multitier: removed namespaces {nss or '[]'} and {len(dirs)} temporary dirs")
 
 
+def loss_spec(s):
+    host, _, p = s.partition(":")
+    if host not in [h for h, _, _ in HOSTS] or not p:
+        raise argparse.ArgumentTypeError(f"{s!r}: expected HOST:P, HOST one of "
+                                         f"{', '.join(h for h, _, _ in HOSTS)}")
+    try:
+        p = float(p)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{s!r}: P is not a number") from None
+    if not 0.0 < p < 1.0:
+        raise argparse.ArgumentTypeError(f"{s!r}: P must be between 0 and 1")
+    return host, p
+
+
+def flap_spec(s):
+    parts = s.split(":")
+    if len(parts) != 3 or parts[0] not in [h for h, _, _ in HOSTS]:
+        raise argparse.ArgumentTypeError(f"{s!r}: expected HOST:DOWN:EVERY (ms), HOST one of "
+                                         f"{', '.join(h for h, _, _ in HOSTS)}")
+    try:
+        down, every = int(parts[1]), int(parts[2])
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{s!r}: DOWN and EVERY are milliseconds") from None
+    if not 0 < down < every:
+        raise argparse.ArgumentTypeError(f"{s!r}: need 0 < DOWN < EVERY")
+    return parts[0], down, every
+
+
 def parse_args(argv):
     ap = argparse.ArgumentParser(description="A multi-tier web system in network namespaces "
                                  "(see the file's docstring).",
@@ -662,6 +731,12 @@ def parse_args(argv):
     ap.add_argument("--preload", help="LD_PRELOAD library for client, nginx and app")
     ap.add_argument("--capture-dir", help="CAUSEWAY_CAPTURE_DIR of the traced programs")
     ap.add_argument("--pcap-dir", help="tcpdump in each end host into DIR/<host>.pcap")
+    ap.add_argument("--loss", action="append", type=loss_spec, metavar="HOST:P",
+                    help="drop each TCP packet on HOST's link (both ways) with probability P "
+                    "during the load (iptables statistic); repeatable")
+    ap.add_argument("--flap", action="append", type=flap_spec, metavar="HOST:DOWN:EVERY",
+                    help="take HOST's link down (TCP dropped both ways) for DOWN ms every "
+                    "EVERY ms during the load; repeatable")
     ap.add_argument("--names", help="write `ADDRESS NAME` lines for causeway --names here")
     ap.add_argument("-v", "--verbose", action="store_true", help="print phase times")
     ap.add_argument("--role", help=argparse.SUPPRESS)

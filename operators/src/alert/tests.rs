@@ -41,10 +41,12 @@ fn pattern(app: &str, count: u64, e2e: f64, delay: f64) -> PathPattern {
             HopStats {
                 delay: None,
                 network: Some(summary(0.1)),
+                ..HopStats::default()
             },
             HopStats {
                 delay: Some(summary(delay)),
                 network: Some(summary(0.1)),
+                ..HopStats::default()
             },
         ],
         last: false,

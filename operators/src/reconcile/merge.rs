@@ -237,6 +237,7 @@ impl Merger {
                 o.dedup();
                 o.len() as u32
             },
+            tcp: None,
             event_ns: event,
         }));
         // Delay samples: first-segment times of one packet at two sniffers.

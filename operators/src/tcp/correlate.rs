@@ -142,6 +142,11 @@ pub struct Correlation {
     /// incast ([`incast_into`]).
     #[serde(default)]
     pub incast: Option<String>,
+    /// The path-pattern hops that carry its connections (`src -> dst:port of pattern ID`),
+    /// set by `tcp.on_patterns` when paths are inferred too (`analyze --emit
+    /// patterns,problems`).
+    #[serde(default)]
+    pub patterns: Vec<String>,
 }
 
 /// Connections that lose data together are an *incast* into one host when at least three
@@ -149,7 +154,8 @@ pub struct Correlation {
 /// ports (each its own): the answers of many servers to one client's fan-out request
 /// meeting in the queue in front of it. `flows` are the connections' data directions
 /// (`sender->receiver`) having the problem. Many clients sending to one server (a lossy
-/// link into it) are not.
+/// link into it) are not; nor are answers whose requests lost data too in the same window
+/// (the caller's check: a link losing both ways, not a queue the answers converge on).
 pub fn incast_into(problem: Problem, flows: &[String]) -> Option<String> {
     if !matches!(problem, Problem::FastRetransmit | Problem::Timeout) || flows.len() < INCAST_MIN {
         return None;
@@ -165,6 +171,7 @@ pub fn incast_into(problem: Problem, flows: &[String]) -> Option<String> {
     let mut ports: Vec<u16> = ends.iter().map(|e| e.1.port).collect();
     ports.sort_unstable();
     ports.dedup();
+
     let server_to_client = |(s, r): &(Endpoint, Endpoint)| s.port < r.port;
     (ends.len() == flows.len()
         && ends
@@ -181,7 +188,7 @@ const INCAST_MIN: usize = 3;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Correlated {
     /// A set with a common problem.
-    Correlation(Correlation),
+    Correlation(Box<Correlation>),
     /// A set newly found.
     Alert(Box<Alert>),
 }
@@ -208,6 +215,8 @@ struct ConnState {
     /// Per direction (lower endpoint sending, higher sending): who reported on it, and
     /// how well ([`Sighting`]). Only the best one's evidence counts.
     sightings: [SmallVec<[Sighting; 2]>; 2],
+    /// Per direction, the last bucket it lost data in (fast retransmissions or timeouts).
+    last_loss: [Option<u64>; 2],
 }
 
 /// One source's evidence on one direction of a connection: a sniffer (the same connection is
@@ -399,6 +408,7 @@ impl Correlator {
             last_active: last_bucket,
             buckets: BTreeMap::new(),
             sightings: Default::default(),
+            last_loss: [None; 2],
         });
         if state.sightings[dir].is_empty() {
             state.best_source(dir, e);
@@ -406,6 +416,10 @@ impl Correlator {
         state.first_active = state.first_active.min(first_bucket);
         state.last_active = state.last_active.max(last_bucket);
         self.newest = Some(self.newest.map_or(last_bucket, |n| n.max(last_bucket)));
+        if times.ns[1] > 0 || times.ns[2] > 0 {
+            state.last_loss[dir] =
+                Some(state.last_loss[dir].map_or(last_bucket, |b| b.max(last_bucket)));
+        }
         if times.any() {
             if state.flow.is_none() {
                 state.flow = Some(e.conn.flow());
@@ -463,12 +477,22 @@ impl Correlator {
         if now.is_none() {
             // The end of the input: report what qualifies at the end once more.
             for c in self.last.drain(..) {
-                out.push(Correlated::Correlation(c));
+                out.push(Correlated::Correlation(Box::new(c)));
             }
         }
     }
 
     /// Judges the window of `k` buckets ending before bucket `end`.
+    /// Whether any of the connections `ids` lost data (fast retransmissions or timeouts)
+    /// both ways since bucket `first`: requests losing as their answers do.
+    fn lost_both_ways(&self, ids: &[ConnId], first: u64) -> bool {
+        ids.iter().any(|id| {
+            self.conns
+                .get(id)
+                .is_some_and(|c| c.last_loss.iter().all(|b| b.is_some_and(|b| b >= first)))
+        })
+    }
+
     fn judge(&mut self, end: u64, at_end: bool, out: &mut Vec<Correlated>) {
         let (t, k) = (self.config.aggregation_ns.max(1), self.k());
         let first = end.saturating_sub(k);
@@ -612,6 +636,7 @@ impl Correlator {
                             .collect(),
                         also: Vec::new(),
                         incast: None,
+                        patterns: Vec::new(),
                     });
                 }
             }
@@ -620,7 +645,8 @@ impl Correlator {
                     .iter()
                     .filter_map(|id| self.conns.get(id)?.flow.clone())
                     .collect();
-                c.incast = incast_into(c.problem, &flows);
+                c.incast =
+                    incast_into(c.problem, &flows).filter(|_| !self.lost_both_ways(&ids, first));
                 found.push((c, ids));
             }
         }
@@ -674,11 +700,11 @@ impl Correlator {
                         correlation: Some(c.clone()),
                         rule: None,
                     })));
-                    out.push(Correlated::Correlation(c.clone()));
+                    out.push(Correlated::Correlation(Box::new(c.clone())));
                     reported.insert(key, now);
                 }
                 Some(&at) if now >= at + self.config.report_every_ns && !at_end => {
-                    out.push(Correlated::Correlation(c.clone()));
+                    out.push(Correlated::Correlation(Box::new(c.clone())));
                     reported.insert(key, now);
                 }
                 Some(&at) => {
@@ -800,7 +826,7 @@ mod tests {
         correlate_all(evidence, "")
             .into_iter()
             .filter_map(|c| match c {
-                Correlated::Correlation(c) => Some(c),
+                Correlated::Correlation(c) => Some(*c),
                 _ => None,
             })
             .collect()
@@ -824,6 +850,38 @@ mod tests {
         let mut spread = answers.clone();
         spread.push("10.0.0.9:5005->10.0.1.2:40600".to_owned());
         assert_eq!(incast_into(Problem::FastRetransmit, &spread), None);
+    }
+
+    #[test]
+    fn answers_that_lose_with_their_requests_are_a_lossy_link_not_an_incast() {
+        // Four connections of a pool into one database; every connection times out in the
+        // same seconds: the answers alone (an incast's shape), then the requests too.
+        let run = |both_ways: bool| {
+            let mut evidence = Vec::new();
+            for k in 1..=4u16 {
+                let answers = conn("10.0.0.40:5432", &format!("10.0.0.20:{}", 35600 + k));
+                let requests = conn(&format!("10.0.0.20:{}", 35600 + k), "10.0.0.40:5432");
+                for s in 0..10 {
+                    let lost = u64::from(s % 3 == 0);
+                    evidence.push(second(answers, s, lost));
+                    evidence.push(second(requests, s, if both_ways { lost } else { 0 }));
+                }
+            }
+            correlations(evidence)
+                .into_iter()
+                .filter(|c| c.problem == Problem::Timeout)
+                .map(|c| c.incast)
+                .collect::<Vec<_>>()
+        };
+        let one_way = run(false);
+        assert!(!one_way.is_empty());
+        assert!(
+            one_way.contains(&Some("10.0.0.20".to_owned())),
+            "{one_way:?}"
+        );
+        let both = run(true);
+        assert!(!both.is_empty());
+        assert!(both.iter().all(Option::is_none), "{both:?}");
     }
 
     #[test]
@@ -909,7 +967,7 @@ mod tests {
         let lossy = out
             .iter()
             .find_map(|c| match c {
-                Correlated::Correlation(c) if c.name == "lossy" => Some(c),
+                Correlated::Correlation(c) if c.name == "lossy" => Some(c.as_ref()),
                 _ => None,
             })
             .unwrap();

@@ -19,6 +19,8 @@
 
 pub mod correlate;
 pub mod flows;
+pub mod hops;
+pub mod on_patterns;
 pub mod packets;
 pub mod problem;
 pub mod resources;

@@ -97,6 +97,46 @@ impl ConnId {
     }
 }
 
+impl ConnId {
+    /// Exchange key of the direction alone (`local`, `peer`), whoever saw it: the same on
+    /// every worker and process, and the same as a message's from `local` to `peer`.
+    pub fn direction_route(local: &Endpoint, peer: &Endpoint) -> u64 {
+        use std::hash::BuildHasher;
+        foldhash::fast::FixedState::with_seed(0x6870_7073).hash_one((local, peer))
+    }
+}
+
+/// What the TCP connection that carried one message suffered while the message was sent:
+/// the share of that interval of its direction of data spent in each of the five problems
+/// ([`Problem::CORRELATED`] order), as [`classify`] judged it. Set by `tcp.hops`.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+pub struct Carried {
+    /// Share of the interval in each problem, in parts per ten thousand (0 to 10,000).
+    pub shares: [u16; 5],
+}
+
+impl Carried {
+    /// Parts per ten thousand in one.
+    pub const WHOLE: u16 = 10_000;
+
+    /// The shares of an interval of `span_ns` classified as `times`.
+    pub fn of(times: &ProblemTimes, span_ns: u64) -> Carried {
+        let span = span_ns.max(1) as f64;
+        Carried {
+            shares: times
+                .ns
+                .map(|t| ((t as f64 / span).min(1.0) * f64::from(Self::WHOLE)).round() as u16),
+        }
+    }
+
+    /// The share of problem `k` (in [`Problem::CORRELATED`] order), 0 to 1.
+    pub fn share(&self, k: usize) -> f64 {
+        f64::from(self.shares[k]) / f64::from(Self::WHOLE)
+    }
+}
+
 /// Where evidence came from.
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,

@@ -80,12 +80,19 @@ impl Paths {
             if let Some(e) = b.e2e {
                 grown += stats.e2e.add(e, w);
             }
-            for (k, (d, net)) in b.hops.iter().enumerate() {
+            for (k, (d, net, tcp)) in b.hops.iter().enumerate() {
                 if let Some(d) = d {
                     grown += stats.delay[k].add(*d, w);
                 }
                 if let Some(x) = net {
                     grown += stats.network[k].add(*x, w);
+                }
+                if let Some((c, direction)) = tcp {
+                    if stats.tcp.is_empty() {
+                        stats.tcp = vec![TcpSums::default(); n];
+                        grown += (n * std::mem::size_of::<TcpSums>()) as isize;
+                    }
+                    stats.tcp[k].add(c, *direction, w);
                 }
             }
         }

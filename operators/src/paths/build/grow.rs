@@ -256,7 +256,11 @@ impl Paths {
                     _ => None,
                 }
             });
-            hops.push((delay, network));
+            let direction = match (&m.src_endpoint, &m.dst_endpoint) {
+                (Address::Endpoint(a), Address::Endpoint(b)) => Some((*a, *b)),
+                _ => None,
+            };
+            hops.push((delay, network, m.tcp.map(|c| (c, direction))));
         }
         let messages = if self.config.instances {
             let labels = self.labels.borrow();

@@ -65,7 +65,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use causeway_sources::{Address, Time, shed};
+use causeway_sources::{Address, Endpoint, Time, shed};
 use foldhash::fast::FixedState;
 use serde::{Deserialize, Serialize};
 use smallvec::SmallVec;
@@ -83,6 +83,7 @@ use crate::paths::pattern::PatternNode;
 use crate::ports::Ports;
 use crate::recent::partition_point_from_back;
 use crate::reorder::{Reorder, prefetch};
+use crate::tcp::problem::Carried;
 
 mod checkpoint;
 mod finish;
@@ -204,6 +205,29 @@ pub struct HopStats {
     pub delay: Option<Summary>,
     /// Its network latency (where both sides were observed).
     pub network: Option<Summary>,
+    /// The TCP problems of the connections that carried its messages (`--emit problems`,
+    /// where TCP evidence covers them).
+    #[serde(default)]
+    pub tcp: Option<HopProblems>,
+}
+
+/// The TCP problems of the connections that carried one hop's messages (`tcp.hops`): per
+/// problem of [`Problem::CORRELATED`](crate::tcp::problem::Problem::CORRELATED), in its
+/// order, weighted by the instances' probabilities.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct HopProblems {
+    /// Expected messages of the hop that TCP evidence covers.
+    pub messages: f64,
+    /// Mean share of the connection's interval spent in the problem while a message was
+    /// sent (0 to 1): "rwnd_limited 62% of the time".
+    pub share: [f64; 5],
+    /// Expected messages sent in an interval with the problem.
+    pub affected: [f64; 5],
+    /// The connections (`local->peer`, the data's direction) whose messages spent the most
+    /// time in problems, most first (up to four; a heavy-hitters summary, so approximate on
+    /// busy hops).
+    #[serde(default)]
+    pub flows: Vec<String>,
 }
 
 /// A path pattern with its statistics.

@@ -32,6 +32,102 @@ pub(super) struct Stats {
     pub(super) e2e: Dist,
     pub(super) delay: Vec<Dist>,
     pub(super) network: Vec<Dist>,
+    /// Per hop, the TCP problems of its messages' connections; empty until a message of the
+    /// pattern comes with TCP evidence (`--emit problems`).
+    #[serde(default)]
+    pub(super) tcp: Vec<TcpSums>,
+}
+
+/// A message's direction of data (`src_endpoint`, `dst_endpoint`), where both are `ip:port`.
+pub(super) type Direction = Option<(Endpoint, Endpoint)>;
+
+/// One instance's facts on one hop: the sender's delay, the network latency and what the
+/// TCP connection that carried it suffered, with its direction of data.
+pub(super) type HopFacts = (Option<i64>, Option<i64>, Option<(Carried, Direction)>);
+
+/// Connections a hop keeps by the time its messages spent in problems.
+const HOP_FLOWS: usize = 4;
+
+/// One hop's TCP problems summed over its messages, each weighted by its instance's
+/// probability: [`HopProblems`] in the making.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
+pub(super) struct TcpSums {
+    /// Messages with evidence.
+    pub(super) messages: f64,
+    /// Per problem, the sum of their intervals' shares in it.
+    pub(super) share: [f64; 5],
+    /// Per problem, the messages sent in an interval with it.
+    pub(super) affected: [f64; 5],
+    /// The connections (directions of data) whose messages spent the most time in problems,
+    /// with that time in shares of intervals: kept as a heavy-hitters summary (a newcomer
+    /// replaces the lightest when it outweighs it), so approximate for busy hops.
+    pub(super) flows: [Option<((Endpoint, Endpoint), f64)>; HOP_FLOWS],
+}
+
+impl TcpSums {
+    pub(super) fn add(&mut self, c: &Carried, direction: Direction, w: f64) {
+        self.messages += w;
+        let mut troubled = 0.0;
+        for k in 0..5 {
+            let s = c.share(k);
+            self.share[k] += w * s;
+            if s > 0.0 {
+                self.affected[k] += w;
+                troubled += w * s;
+            }
+        }
+        if let Some(d) = direction.filter(|_| troubled > 0.0) {
+            self.note_flow(d, troubled);
+        }
+    }
+
+    fn note_flow(&mut self, d: (Endpoint, Endpoint), weight: f64) {
+        if let Some((_, x)) = self.flows.iter_mut().flatten().find(|(f, _)| *f == d) {
+            *x += weight;
+            return;
+        }
+        if let Some(slot) = self.flows.iter_mut().find(|s| s.is_none()) {
+            *slot = Some((d, weight));
+            return;
+        }
+        let lightest = self
+            .flows
+            .iter_mut()
+            .min_by(|a, b| {
+                let (a, b) = (a.map_or(0.0, |x| x.1), b.map_or(0.0, |x| x.1));
+                a.total_cmp(&b)
+            })
+            .filter(|s| s.is_some_and(|x| x.1 < weight));
+        if let Some(slot) = lightest {
+            *slot = Some((d, weight));
+        }
+    }
+
+    fn merge(&mut self, o: &TcpSums) {
+        self.messages += o.messages;
+        for k in 0..5 {
+            self.share[k] += o.share[k];
+            self.affected[k] += o.affected[k];
+        }
+        for (d, w) in o.flows.iter().flatten() {
+            self.note_flow(*d, *w);
+        }
+    }
+
+    fn summary(&self) -> Option<HopProblems> {
+        let mut flows: Vec<((Endpoint, Endpoint), f64)> =
+            self.flows.iter().flatten().copied().collect();
+        flows.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        (self.messages > 0.0).then(|| HopProblems {
+            messages: self.messages,
+            share: self.share.map(|s| s / self.messages),
+            affected: self.affected,
+            flows: flows
+                .iter()
+                .map(|((a, b), _)| format!("{a}->{b}"))
+                .collect(),
+        })
+    }
 }
 
 impl Stats {
@@ -54,11 +150,18 @@ impl Stats {
         for (a, b) in self.network.iter_mut().zip(&o.network) {
             a.merge(b);
         }
+        if self.tcp.len() < o.tcp.len() {
+            self.tcp.resize(o.tcp.len(), TcpSums::default());
+        }
+        for (a, b) in self.tcp.iter_mut().zip(&o.tcp) {
+            a.merge(b);
+        }
     }
 
     /// Bytes this holds on the heap. O(hops).
     pub(super) fn heap_bytes(&self) -> usize {
         (self.delay.capacity() + self.network.capacity()) * std::mem::size_of::<Dist>()
+            + self.tcp.capacity() * std::mem::size_of::<TcpSums>()
             + self.e2e.heap_bytes()
             + self
                 .delay
@@ -73,9 +176,11 @@ impl Stats {
         self.delay
             .iter()
             .zip(&self.network)
-            .map(|(d, n)| HopStats {
+            .enumerate()
+            .map(|(k, (d, n))| HopStats {
                 delay: opt(d),
                 network: opt(n),
+                tcp: self.tcp.get(k).and_then(TcpSums::summary),
             })
             .collect()
     }
@@ -220,7 +325,9 @@ pub(super) struct Built {
     pub(super) probability: f64,
     pub(super) e2e: Option<i64>,
     /// Per preorder position: (delay, network) in ns.
-    pub(super) hops: Vec<(Option<i64>, Option<i64>)>,
+    /// Per hop: the sender's delay, the network latency and what the TCP connection that
+    /// carried it suffered (`tcp.hops`), with that connection's direction of data.
+    pub(super) hops: Vec<HopFacts>,
 }
 
 /// One instance as it is built: its messages with their parents' positions, and its

@@ -438,6 +438,7 @@ fn settle_direction(
             origin: send_origin.or(recv_origin).unwrap_or_default(),
             row: None,
             sightings: u32::from(send.is_some()) + u32::from(recv.is_some()),
+            tcp: None,
             event_ns,
         }
     };
