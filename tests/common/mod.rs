@@ -37,7 +37,14 @@ pub fn causeway_jsonl(args: &[&str]) -> Vec<serde_json::Value> {
     String::from_utf8(out.stdout)
         .unwrap()
         .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON line {l}: {e}")))
+        .map(|l| {
+            // A pattern's tree nests one level per message: a long chain is deeper than
+            // serde_json's default limit.
+            let mut de = serde_json::Deserializer::from_str(l);
+            de.disable_recursion_limit();
+            <serde_json::Value as serde::Deserialize>::deserialize(&mut de)
+                .unwrap_or_else(|e| panic!("bad JSON line {l}: {e}"))
+        })
         .collect()
 }
 

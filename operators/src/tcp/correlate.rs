@@ -215,8 +215,9 @@ struct ConnState {
     /// Per direction (lower endpoint sending, higher sending): who reported on it, and
     /// how well ([`Sighting`]). Only the best one's evidence counts.
     sightings: [SmallVec<[Sighting; 2]>; 2],
-    /// Per direction, the last bucket it lost data in (fast retransmissions or timeouts).
-    last_loss: [Option<u64>; 2],
+    /// Per bucket with losses, the segments each direction retransmitted (fast
+    /// retransmissions and timeouts); dropped with the buckets.
+    losses: BTreeMap<u64, [u64; 2]>,
 }
 
 /// One source's evidence on one direction of a connection: a sniffer (the same connection is
@@ -399,7 +400,7 @@ impl Correlator {
         let (resources, sets) = (&self.resources, &mut self.sets);
         let state = self.conns.entry(key).or_insert_with(|| ConnState {
             sets: resources
-                .of(&e.conn)
+                .of(&e.conn, e.hops)
                 .into_iter()
                 .map(|r| sets.acquire(r))
                 .collect(),
@@ -408,7 +409,7 @@ impl Correlator {
             last_active: last_bucket,
             buckets: BTreeMap::new(),
             sightings: Default::default(),
-            last_loss: [None; 2],
+            losses: BTreeMap::new(),
         });
         if state.sightings[dir].is_empty() {
             state.best_source(dir, e);
@@ -416,9 +417,9 @@ impl Correlator {
         state.first_active = state.first_active.min(first_bucket);
         state.last_active = state.last_active.max(last_bucket);
         self.newest = Some(self.newest.map_or(last_bucket, |n| n.max(last_bucket)));
-        if times.ns[1] > 0 || times.ns[2] > 0 {
-            state.last_loss[dir] =
-                Some(state.last_loss[dir].map_or(last_bucket, |b| b.max(last_bucket)));
+        let lost = e.fast_retransmits.unwrap_or(0) + e.timeouts.unwrap_or(0);
+        if lost > 0 {
+            state.losses.entry(last_bucket).or_insert([0; 2])[dir] += lost;
         }
         if times.any() {
             if state.flow.is_none() {
@@ -483,14 +484,22 @@ impl Correlator {
     }
 
     /// Judges the window of `k` buckets ending before bucket `end`.
-    /// Whether any of the connections `ids` lost data (fast retransmissions or timeouts)
-    /// both ways since bucket `first`: requests losing as their answers do.
+    /// Whether the connections `ids` lost data both ways alike since bucket `first`: the
+    /// requests at least a quarter as many segments as the answers (an incast's answers
+    /// lose many times what its requests do, whose ACKs wait in the same full queue; a
+    /// link that drops both ways hits both alike).
     fn lost_both_ways(&self, ids: &[ConnId], first: u64) -> bool {
-        ids.iter().any(|id| {
-            self.conns
-                .get(id)
-                .is_some_and(|c| c.last_loss.iter().all(|b| b.is_some_and(|b| b >= first)))
-        })
+        let mut by_dir = [0u64; 2];
+        for (id, c) in ids.iter().filter_map(|id| Some((id, self.conns.get(id)?))) {
+            // Direction 0 sends from the key's `local` (the lower endpoint); the answers
+            // come from the server's port, the lower of the two in an incast's flows.
+            let answers = usize::from(id.peer.port < id.local.port);
+            for (_, l) in c.losses.range(first..) {
+                by_dir[0] += l[answers];
+                by_dir[1] += l[1 - answers];
+            }
+        }
+        by_dir[1] * 4 >= by_dir[0]
     }
 
     fn judge(&mut self, end: u64, at_end: bool, out: &mut Vec<Correlated>) {
@@ -499,6 +508,7 @@ impl Correlator {
         let sets = &mut self.sets;
         self.conns.retain(|_, c| {
             c.buckets.retain(|&b, _| b >= first);
+            c.losses.retain(|&b, _| b >= first);
             let keep = c.last_active >= first;
             if !keep {
                 for &s in &c.sets {

@@ -186,6 +186,17 @@ impl Side {
     }
 }
 
+/// How many routers a packet crossed before it was captured: its TTL (hop limit) below the
+/// nearest initial value at or above it that stacks use (64: Linux, macOS; 128: Windows;
+/// 255: network gear, some BSDs).
+pub fn routers_crossed(ttl: u8) -> u8 {
+    let initial = [64u8, 128, 255]
+        .into_iter()
+        .find(|&i| i >= ttl)
+        .unwrap_or(255);
+    initial - ttl
+}
+
 struct ConnState {
     origin: OriginId,
     sides: [Side; 2],
@@ -198,6 +209,8 @@ struct ConnState {
     reset: bool,
     /// A segment with data seen.
     data: bool,
+    /// The most routers any of its packets crossed before the capture (from their TTLs).
+    hops: u8,
 }
 
 impl ConnState {
@@ -250,6 +263,7 @@ impl ConnState {
                 srtt_us: s.srtt_ns.map(|n| n / 1000),
                 rto_us: None,
                 closed: last,
+                hops: Some(self.hops),
             });
         }
     }
@@ -259,6 +273,7 @@ impl ConnState {
         let d = key.direction(&p.src);
         let ts = p.ts_ns;
         self.last_ns = ts;
+        self.hops = self.hops.max(routers_crossed(p.ttl));
         self.fin[d] |= tcp.flags.has(TcpFlags::FIN);
         self.data |= p.payload_len > 0;
         self.reset |= tcp.flags.has(TcpFlags::RST);
@@ -438,6 +453,7 @@ impl<'scope> TcpPackets<'scope> for Stream<'scope, Time, Vec<Packet>> {
                                     fin: [false; 2],
                                     reset: false,
                                     data: false,
+                                    hops: 0,
                                 })
                             });
                             if start > state.interval {
@@ -544,6 +560,7 @@ mod tests {
             fin: [false; 2],
             reset: false,
             data: false,
+            hops: 0,
         };
         let key = ConnKey::of(&packets[0]);
         for p in packets {
@@ -563,6 +580,21 @@ mod tests {
             packet(0.05, B, A, 499, 100, SYN | ACK, 0),
             packet(0.1, A, B, 100, 500, ACK, 0),
         ]
+    }
+
+    #[test]
+    fn routers_crossed_from_ttl() {
+        for (ttl, hops) in [
+            (64, 0),
+            (63, 1),
+            (1, 63),
+            (128, 0),
+            (120, 8),
+            (255, 0),
+            (250, 5),
+        ] {
+            assert_eq!(routers_crossed(ttl), hops, "ttl {ttl}");
+        }
     }
 
     #[test]

@@ -205,6 +205,11 @@ pub struct Evidence {
     /// state downstream may be freed.
     #[serde(default)]
     pub closed: bool,
+    /// The most routers the connection's packets crossed before the capture, from their
+    /// TTLs ([`routers_crossed`](crate::tcp::packets::routers_crossed)); `None` from the
+    /// kernel's counters.
+    #[serde(default)]
+    pub hops: Option<u8>,
 }
 
 /// Thresholds of the classification (SNAP §2.2, §4.2).

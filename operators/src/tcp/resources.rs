@@ -14,7 +14,10 @@
 //!
 //! Every connection belongs to the hosts of both its ends. Without `app` lines, a
 //! connection's application is its server port: the one of its two ports outside Linux's
-//! ephemeral range (32768-60999), else the lower.
+//! ephemeral range (32768-60999), else the lower. Without `link` lines, a connection whose
+//! packets crossed a router (their TTLs say so: [`Evidence::hops`](crate::tcp::problem::Evidence::hops))
+//! between two subnets (IPv4 /24, IPv6 /64) shares each end's router with every other such
+//! connection of that subnet: links named `router of 10.0.1.0/24`.
 //!
 //! State: the declarations of the topology file, read once at start; no state per connection
 //! (a connection's resources are computed from its addresses when asked).
@@ -188,8 +191,8 @@ impl Resources {
     }
 
     /// Every resource `conn` shares with others: its two hosts, the links it crosses, its
-    /// application.
-    pub fn of(&self, conn: &ConnId) -> Vec<(Scope, String)> {
+    /// application. `hops`: how many routers its packets crossed, where a capture showed it.
+    pub fn of(&self, conn: &ConnId, hops: Option<u8>) -> Vec<(Scope, String)> {
         let mut out = vec![(Scope::Host, self.host_name(conn.local.ip))];
         let peer = self.host_name(conn.peer.ip);
         if out[0].1 != peer {
@@ -201,11 +204,24 @@ impl Resources {
                 out.push((Scope::Link, l.name.clone()));
             }
         }
+        if self.links.is_empty() && hops.is_some_and(|h| h > 0) {
+            let (a, b) = (subnet(x), subnet(y));
+            if a != b {
+                out.push((Scope::Link, format!("router of {a}")));
+                out.push((Scope::Link, format!("router of {b}")));
+            }
+        }
         if let Some(app) = self.app_name(conn) {
             out.push((Scope::App, app));
         }
         out
     }
+}
+
+/// The subnet an address is taken to be in when no topology says: its IPv4 /24 or IPv6 /64.
+fn subnet(ip: IpAddr) -> IpNet {
+    let prefix = if ip.is_ipv4() { 24 } else { 64 };
+    IpNet::new(ip, prefix).map_or(IpNet::from(ip), |n| n.trunc())
 }
 
 #[cfg(test)]
@@ -227,7 +243,7 @@ mod tests {
             "t",
         )
         .unwrap();
-        let of = r.of(&conn("10.88.1.1:45000", "10.88.1.2:8080"));
+        let of = r.of(&conn("10.88.1.1:45000", "10.88.1.2:8080"), None);
         assert_eq!(
             of,
             vec![
@@ -237,14 +253,39 @@ mod tests {
                 (Scope::App, "web".to_owned()),
             ]
         );
-        assert_eq!(r.of(&conn("10.88.5.1:7000", "10.88.5.2:45000"))[1].1, "agg");
+        assert_eq!(
+            r.of(&conn("10.88.5.1:7000", "10.88.5.2:45000"), None)[1].1,
+            "agg"
+        );
     }
 
     #[test]
     fn without_app_lines_the_server_port_is_the_app() {
         let r = Resources::default();
-        let of = r.of(&conn("10.0.0.1:7001", "10.0.0.2:40000"));
+        let of = r.of(&conn("10.0.0.1:7001", "10.0.0.2:40000"), None);
         assert_eq!(of.last().unwrap(), &(Scope::App, "port 7001".to_owned()));
+    }
+
+    #[test]
+    fn a_routed_connection_shares_the_routers_of_both_subnets() {
+        let r = Resources::default();
+        let routed = r.of(&conn("10.78.1.2:45000", "10.78.2.11:8080"), Some(1));
+        assert!(routed.contains(&(Scope::Link, "router of 10.78.1.0/24".to_owned())));
+        assert!(routed.contains(&(Scope::Link, "router of 10.78.2.0/24".to_owned())));
+        // The same subnet, no TTL evidence, or nothing crossed: no router.
+        for (a, b, hops) in [
+            ("10.78.2.20:45000", "10.78.2.40:5432", Some(1)),
+            ("10.78.1.2:45000", "10.78.2.11:8080", None),
+            ("10.78.1.2:45000", "10.78.2.11:8080", Some(0)),
+        ] {
+            let of = r.of(&conn(a, b), hops);
+            assert!(of.iter().all(|(s, _)| *s != Scope::Link), "{of:?}");
+        }
+        // A topology's links are the links.
+        let declared = Resources::parse("link wan 10.78.1.0/24 10.78.2.0/24\n", "t").unwrap();
+        let of = declared.of(&conn("10.78.1.2:45000", "10.78.2.11:8080"), Some(1));
+        let links: Vec<_> = of.iter().filter(|(s, _)| *s == Scope::Link).collect();
+        assert_eq!(links, vec![&(Scope::Link, "wan".to_owned())]);
     }
 
     #[test]

@@ -135,6 +135,7 @@ pub fn evidence_between(prev: &TcpSample, cur: &TcpSample) -> Evidence {
         srtt_us: c.rtt_us.map(u64::from),
         rto_us: c.rto_us.map(u64::from),
         closed: false,
+        hops: None,
     }
 }
 
