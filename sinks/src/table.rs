@@ -49,8 +49,9 @@ pub struct Table {
     patterns: BTreeMap<String, PathPattern>,
     changed: bool,
     last_refresh: Option<std::time::Instant>,
-    /// Per flow and problem: (evidence, time in the problem ns, events, first ns, last ns).
-    problems: BTreeMap<(String, &'static str), ProblemTotal>,
+    /// Per flow, problem and source (a connection captured at both ends is seen twice):
+    /// evidence, time in the problem, events, first and last ns.
+    problems: BTreeMap<(String, &'static str, OriginId), ProblemTotal>,
     /// The latest report of each correlated set.
     correlations: BTreeMap<(&'static str, String, &'static str), Correlation>,
     /// The latest `top` alerts (severity, message), and how many there were.
@@ -307,17 +308,30 @@ impl Table {
             "of span".to_owned(),
             "events".to_owned(),
         ]];
-        let mut list: Vec<_> = self
-            .problems
-            .iter()
-            .filter(|((_, p), _)| *p != "app_limited")
-            .collect();
-        list.sort_by(|a, b| b.1.problem_ns.total_cmp(&a.1.problem_ns).then(a.0.cmp(b.0)));
+        // Per flow and problem, one source: the kernel's counters, else the sighting that
+        // saw the most time in it (never the sum of two sniffers' views of one connection).
+        let mut best: BTreeMap<(&String, &'static str), &ProblemTotal> = BTreeMap::new();
+        for ((flow, problem, _), t) in &self.problems {
+            if *problem == "app_limited" {
+                continue;
+            }
+            let rank = |t: &ProblemTotal| (t.evidence == "kernel", t.problem_ns);
+            let slot = best.entry((flow, problem)).or_insert(t);
+            if rank(t).partial_cmp(&rank(slot)) == Some(std::cmp::Ordering::Greater) {
+                *slot = t;
+            }
+        }
+        let mut list: Vec<_> = best.into_iter().collect();
+        list.sort_by(|a, b| {
+            b.1.problem_ns
+                .total_cmp(&a.1.problem_ns)
+                .then(a.0.cmp(&b.0))
+        });
         let shown = list.len().min(self.top.max(1));
         for ((flow, problem), t) in list.iter().take(shown) {
             let span = t.last_ns.saturating_sub(t.first_ns).max(1) as f64;
             rows.push(vec![
-                flow.clone(),
+                (*flow).clone(),
                 problem.to_string(),
                 t.evidence.to_owned(),
                 format!("{:.1} ms", t.problem_ns / 1e6),
@@ -326,7 +340,7 @@ impl Table {
             ]);
         }
         let flows: std::collections::BTreeSet<&String> =
-            self.problems.keys().map(|(f, _)| f).collect();
+            self.problems.keys().map(|(f, _, _)| f).collect();
         let mut s = format!(
             "TCP problems: {} flow/problem pairs over {} flows{}\n",
             list.len(),
@@ -508,7 +522,7 @@ impl Sink for Table {
             Record::ConnProblem(c) => {
                 let t = self
                     .problems
-                    .entry((c.conn.flow(), c.problem.as_str()))
+                    .entry((c.conn.flow(), c.problem.as_str(), c.conn.origin))
                     .or_insert_with(|| ProblemTotal {
                         evidence: c.source.as_str(),
                         first_ns: c.start_ns,
@@ -691,6 +705,36 @@ fn columns(rows: &[Vec<String>], right: &[usize]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_connection_seen_by_two_sniffers_is_not_counted_twice() {
+        use causeway_operators::tcp::problem::{ConnId, ConnProblem, EvidenceSource, Problem};
+        let dir = std::env::temp_dir().join(format!("causeway-table-{}", std::process::id()));
+        let out = Output::open(Some(&dir)).unwrap();
+        let mut t = Table::new(out, Origins::default(), 8, Rank::Expected);
+        for (origin, fraction) in [(0, 0.75), (1, 0.5)] {
+            let c = ConnProblem {
+                conn: ConnId {
+                    origin: OriginId(origin),
+                    local: "10.0.0.1:40000".parse().unwrap(),
+                    peer: "10.0.0.2:5432".parse().unwrap(),
+                },
+                problem: Problem::Timeout,
+                source: EvidenceSource::Packets,
+                start_ns: 0,
+                end_ns: 4_000_000_000,
+                fraction,
+                events: 3,
+                intervals: 8,
+                bytes: 100,
+            };
+            t.write(&Record::ConnProblem(c)).unwrap();
+        }
+        let text = t.render_problems();
+        let _ = std::fs::remove_file(&dir);
+        assert!(text.contains("3000.0 ms"), "{text}");
+        assert!(text.contains("75.0%"), "{text}");
+    }
 
     #[test]
     fn numbers_and_times_read_well() {
