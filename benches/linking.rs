@@ -17,11 +17,13 @@
 //! per-node parallelisms (the generator scales the clients' think times, so at 200 the
 //! 4.7 million messages span 8 s of event time); `--endpoints names` writes node names
 //! instead of `ip:port` endpoints (the task linker's case); `--memory-limit BYTES` is passed
-//! to `analyze`.
+//! to `analyze`, and so is `--emit KINDS` (default `patterns`; `patterns,problems` measures
+//! what the TCP diagnosis on the paths costs).
 //!
 //! Run: `cargo bench --bench linking` or
 //!      `cargo bench --bench linking -- --messages 470000,4700000 --workers 2 --runs 3`
 //!      `cargo bench --bench linking -- --parallelism 20,200 --runs 1 --memory-limit 256M`
+//!      `cargo bench --bench linking -- --messages 4700000 --emit patterns,problems`
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
@@ -47,6 +49,12 @@ fn main() {
         });
     let endpoints: String = flag(&args, "--endpoints").unwrap_or_else(|| "ip-port".into());
     let memory_limit: Option<String> = flag(&args, "--memory-limit");
+    let emit: String = flag(&args, "--emit").unwrap_or_else(|| "patterns".into());
+    // What `analyze` is given besides the harness's own options.
+    let mut extra = vec!["--emit".to_owned(), emit];
+    if let Some(limit) = memory_limit {
+        extra.extend(["--memory-limit".to_owned(), limit]);
+    }
     let causeway = PathBuf::from(env!("CARGO_BIN_EXE_causeway"));
     let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-data");
     std::fs::create_dir_all(&data).unwrap();
@@ -57,16 +65,8 @@ fn main() {
     let mut profiles = Vec::new();
     for p in &parallelisms {
         for &n in &sizes {
-            let (row, profile) = run_size(
-                &causeway,
-                &data,
-                p,
-                &endpoints,
-                n,
-                runs,
-                workers,
-                memory_limit.as_deref(),
-            );
+            let (row, profile) =
+                run_size(&causeway, &data, p, &endpoints, n, runs, workers, &extra);
             println!("{row}");
             profiles.push((format!("{p:>11} {n:>10}"), profile));
         }
@@ -97,7 +97,7 @@ fn run_size(
     n: u64,
     runs: usize,
     workers: usize,
-    memory_limit: Option<&str>,
+    extra: &[String],
 ) -> (String, Vec<u64>) {
     // The original case keeps its directory name (and its generated trace).
     let dir = if parallelism == "1.6" && endpoints == "ip-port" {
@@ -128,8 +128,6 @@ fn run_size(
         workers.to_string(),
         "--names".into(),
         dir.join("names.txt").display().to_string(),
-        "--emit".into(),
-        "patterns".into(),
         "--emit-every".into(),
         "100000s".into(),
         "--format".into(),
@@ -137,9 +135,7 @@ fn run_size(
         "-o".into(),
         out.display().to_string(),
     ];
-    if let Some(limit) = memory_limit {
-        cmd.extend(["--memory-limit".into(), limit.into()]);
-    }
+    cmd.extend(extra.iter().cloned());
     cmd.push(trace.display().to_string());
     let mut walls = Vec::new();
     let mut rss = 0;

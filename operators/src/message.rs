@@ -53,8 +53,9 @@ pub struct Message {
     /// How many sniffers saw it (1 for message traces).
     pub sightings: u32,
     /// The TCP problems of the connection that carried it, while it was sent (`tcp.hops`,
-    /// with `--emit problems`); `None` where nothing was measured.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// with `--emit problems`); `None` where nothing was measured. (Always serialized:
+    /// messages cross processes in bincode, which cannot skip a field.)
+    #[serde(default)]
     pub tcp: Option<crate::tcp::problem::Carried>,
     /// Event time: the send (else receive) time in the reference clock as the sources aligned
     /// it, before the `clock` operator's finer correction.
