@@ -136,9 +136,9 @@ pub enum Command {
     /// packets from pcap/pcapng captures. Each connection is classified per interval into
     /// SNAP's classes: sndbuf_limited, fast_retransmit, timeout, delayed_ack, rwnd_limited,
     /// or app_limited when none applies; runs of a class become `conn_problem` records.
-    /// Connections sharing a host, a link (--topology) or an application whose problems rise
-    /// and fall together (average Pearson correlation above --alpha) become `correlation`
-    /// records and an `alert`.
+    /// Connections sharing a host, a link (--topology; without one, the routers their
+    /// packets' TTLs show) or an application whose problems rise and fall together (average
+    /// Pearson correlation above --alpha) become `correlation` records and an `alert`.
     ///
     /// Examples:
     ///   causeway tcp --live --duration 1m --topology topo.txt
@@ -855,7 +855,9 @@ pub enum EmitArg {
     Patterns,
     /// Every finished path instance (its messages, their parents, its probability).
     Instances,
-    /// TCP problems per connection from packets (SNAP), correlations and alerts.
+    /// TCP problems per connection from packets (SNAP), correlations and alerts; with
+    /// `patterns`, each pattern hop also carries its connections' problems and an alert names
+    /// the hops it slows.
     Problems,
 }
 
