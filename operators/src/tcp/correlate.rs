@@ -181,6 +181,10 @@ pub fn incast_into(problem: Problem, flows: &[String]) -> Option<String> {
     .then(|| receiver.to_string())
 }
 
+/// The fewest data segments, on average, an incast's answers carried in each interval in
+/// which they lost: a burst ([`Correlator::losses_converge`]).
+const INCAST_BURST: u64 = 8;
+
 /// The fewest connections an incast is said of.
 const INCAST_MIN: usize = 3;
 
@@ -215,9 +219,18 @@ struct ConnState {
     /// Per direction (lower endpoint sending, higher sending): who reported on it, and
     /// how well ([`Sighting`]). Only the best one's evidence counts.
     sightings: [SmallVec<[Sighting; 2]>; 2],
-    /// Per bucket with losses, the segments each direction retransmitted (fast
-    /// retransmissions and timeouts); dropped with the buckets.
-    losses: BTreeMap<u64, [u64; 2]>,
+    /// Per bucket with losses, per direction: the segments retransmitted (fast
+    /// retransmissions and timeouts), the data segments sent in the intervals that lost and
+    /// how many such intervals; dropped with the buckets.
+    losses: BTreeMap<u64, [Lossy; 2]>,
+}
+
+/// One direction's lossy intervals in one bucket ([`ConnState::losses`]).
+#[derive(Clone, Copy, Debug, Default)]
+struct Lossy {
+    retransmitted: u64,
+    segments: u64,
+    intervals: u64,
 }
 
 /// One source's evidence on one direction of a connection: a sniffer (the same connection is
@@ -419,7 +432,10 @@ impl Correlator {
         self.newest = Some(self.newest.map_or(last_bucket, |n| n.max(last_bucket)));
         let lost = e.fast_retransmits.unwrap_or(0) + e.timeouts.unwrap_or(0);
         if lost > 0 {
-            state.losses.entry(last_bucket).or_insert([0; 2])[dir] += lost;
+            let l = &mut state.losses.entry(last_bucket).or_default()[dir];
+            l.retransmitted += lost;
+            l.segments += e.segments;
+            l.intervals += 1;
         }
         if times.any() {
             if state.flow.is_none() {
@@ -483,25 +499,30 @@ impl Correlator {
         }
     }
 
-    /// Judges the window of `k` buckets ending before bucket `end`.
-    /// Whether the connections `ids` lost data both ways alike since bucket `first`: the
-    /// requests at least a quarter as many segments as the answers (an incast's answers
-    /// lose many times what its requests do, whose ACKs wait in the same full queue; a
-    /// link that drops both ways hits both alike).
-    fn lost_both_ways(&self, ids: &[ConnId], first: u64) -> bool {
-        let mut by_dir = [0u64; 2];
+    /// Whether the losses of connections `ids` since bucket `first` have an incast's cause,
+    /// not only its shape: bursts of answers overflowing the queue they meet in. The
+    /// answers' intervals that lost carried bursts (at least [`INCAST_BURST`] data segments
+    /// each, on average: single-segment answers cannot overflow a queue together), and lost
+    /// at least four times the segments the requests did (whose ACKs wait in the same full
+    /// queue: a link that drops both ways hits both alike).
+    fn losses_converge(&self, ids: &[ConnId], first: u64) -> bool {
+        let (mut answers, mut requests) = (Lossy::default(), 0u64);
         for (id, c) in ids.iter().filter_map(|id| Some((id, self.conns.get(id)?))) {
             // Direction 0 sends from the key's `local` (the lower endpoint); the answers
             // come from the server's port, the lower of the two in an incast's flows.
-            let answers = usize::from(id.peer.port < id.local.port);
+            let a = usize::from(id.peer.port < id.local.port);
             for (_, l) in c.losses.range(first..) {
-                by_dir[0] += l[answers];
-                by_dir[1] += l[1 - answers];
+                answers.retransmitted += l[a].retransmitted;
+                answers.segments += l[a].segments;
+                answers.intervals += l[a].intervals;
+                requests += l[1 - a].retransmitted;
             }
         }
-        by_dir[1] * 4 >= by_dir[0]
+        answers.segments >= INCAST_BURST * answers.intervals.max(1)
+            && answers.retransmitted > requests * 4
     }
 
+    /// Judges the window of `k` buckets ending before bucket `end`.
     fn judge(&mut self, end: u64, at_end: bool, out: &mut Vec<Correlated>) {
         let (t, k) = (self.config.aggregation_ns.max(1), self.k());
         let first = end.saturating_sub(k);
@@ -656,7 +677,7 @@ impl Correlator {
                     .filter_map(|id| self.conns.get(id)?.flow.clone())
                     .collect();
                 c.incast =
-                    incast_into(c.problem, &flows).filter(|_| !self.lost_both_ways(&ids, first));
+                    incast_into(c.problem, &flows).filter(|_| self.losses_converge(&ids, first));
                 found.push((c, ids));
             }
         }
@@ -863,17 +884,20 @@ mod tests {
     }
 
     #[test]
-    fn answers_that_lose_with_their_requests_are_a_lossy_link_not_an_incast() {
-        // Four connections of a pool into one database; every connection times out in the
-        // same seconds: the answers alone (an incast's shape), then the requests too.
-        let run = |both_ways: bool| {
+    fn answers_that_lose_with_their_requests_or_in_single_segments_are_not_an_incast() {
+        // Four connections of a pool into one server; every connection times out in the
+        // same seconds: the answers alone, in bursts (an incast), then the requests too, then
+        // the answers alone but one segment at a time.
+        let run = |both_ways: bool, answer_segments: u64| {
             let mut evidence = Vec::new();
             for k in 1..=4u16 {
                 let answers = conn("10.0.0.40:5432", &format!("10.0.0.20:{}", 35600 + k));
                 let requests = conn(&format!("10.0.0.20:{}", 35600 + k), "10.0.0.40:5432");
                 for s in 0..10 {
                     let lost = u64::from(s % 3 == 0);
-                    evidence.push(second(answers, s, lost));
+                    let mut a = second(answers, s, lost);
+                    a.segments = answer_segments;
+                    evidence.push(a);
                     evidence.push(second(requests, s, if both_ways { lost } else { 0 }));
                 }
             }
@@ -883,15 +907,14 @@ mod tests {
                 .map(|c| c.incast)
                 .collect::<Vec<_>>()
         };
-        let one_way = run(false);
-        assert!(!one_way.is_empty());
-        assert!(
-            one_way.contains(&Some("10.0.0.20".to_owned())),
-            "{one_way:?}"
-        );
-        let both = run(true);
-        assert!(!both.is_empty());
-        assert!(both.iter().all(Option::is_none), "{both:?}");
+        let incast = run(false, 40);
+        assert!(!incast.is_empty());
+        assert!(incast.contains(&Some("10.0.0.20".to_owned())), "{incast:?}");
+        for (both_ways, segments) in [(true, 40), (false, 1)] {
+            let found = run(both_ways, segments);
+            assert!(!found.is_empty());
+            assert!(found.iter().all(Option::is_none), "{found:?}");
+        }
     }
 
     #[test]
