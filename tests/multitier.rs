@@ -31,6 +31,17 @@ use std::process::Command;
 use common::*;
 use serde_json::Value;
 
+/// What `tests/multitier/system.py` runs.
+const NEEDED: [&str; 7] = [
+    "ip",
+    "iptables",
+    "nginx",
+    "python3",
+    "redis-server",
+    "tcpdump",
+    "runuser",
+];
+
 /// Requests the client makes (about 1.5 s of load).
 const REQUESTS: u64 = 1300;
 
@@ -194,16 +205,7 @@ fn check(
 
 #[test]
 fn a_load_balanced_multi_tier_system_from_socket_logs_and_captures() {
-    let needed = [
-        "ip",
-        "iptables",
-        "nginx",
-        "python3",
-        "redis-server",
-        "tcpdump",
-        "runuser",
-    ];
-    if !system_tools(&needed) {
+    if !system_tools(&NEEDED) {
         return;
     }
     let _one = one_system();
@@ -265,16 +267,7 @@ fn loss_on_hops(records: &[Value]) -> std::collections::BTreeMap<(String, String
 /// (not as an incast: its requests lose too) with the hops it slows.
 #[test]
 fn loss_on_one_tier_shows_on_the_hops_over_its_link() {
-    let needed = [
-        "ip",
-        "iptables",
-        "nginx",
-        "python3",
-        "redis-server",
-        "tcpdump",
-        "runuser",
-    ];
-    if !system_tools(&needed) {
+    if !system_tools(&NEEDED) {
         return;
     }
     let _one = one_system();

@@ -1,6 +1,7 @@
 use super::judge::Judge;
 use super::*;
 use crate::paths::build::HopStats;
+use crate::paths::pattern::tests::node;
 
 fn summary(ms: f64) -> Summary {
     Summary {
@@ -8,15 +9,6 @@ fn summary(ms: f64) -> Summary {
         p50: ms,
         p90: ms,
         p99: ms,
-    }
-}
-
-fn node(src: &str, dst: &str, port: Option<u16>, children: Vec<PatternNode>) -> PatternNode {
-    PatternNode {
-        src: src.into(),
-        dst: dst.into(),
-        dst_port: port,
-        children,
     }
 }
 

@@ -71,10 +71,16 @@ impl PatternNode {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn node(src: &str, dst: &str, port: Option<u16>, children: Vec<PatternNode>) -> PatternNode {
+    /// A pattern node, for the tests of this crate.
+    pub(crate) fn node(
+        src: &str,
+        dst: &str,
+        port: Option<u16>,
+        children: Vec<PatternNode>,
+    ) -> PatternNode {
         PatternNode {
             src: src.into(),
             dst: dst.into(),

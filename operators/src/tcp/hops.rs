@@ -246,12 +246,17 @@ mod tests {
         out
     }
 
-    #[test]
-    fn a_message_gets_its_own_direction_and_interval() {
-        let k = Problem::CORRELATED
+    /// `rwnd_limited`'s place in a [`Carried`].
+    fn rwnd() -> usize {
+        Problem::CORRELATED
             .iter()
             .position(|p| *p == Problem::RwndLimited)
-            .unwrap();
+            .unwrap()
+    }
+
+    #[test]
+    fn a_message_gets_its_own_direction_and_interval() {
+        let k = rwnd();
         let out = run(
             vec![
                 // In the limited interval of its direction.
@@ -275,10 +280,7 @@ mod tests {
 
     #[test]
     fn the_sighting_with_more_segments_wins() {
-        let k = Problem::CORRELATED
-            .iter()
-            .position(|p| *p == Problem::RwndLimited)
-            .unwrap();
+        let k = rwnd();
         let out = run(
             vec![message("10.0.0.2:80", "10.0.0.1:40000", 100_000_000)],
             vec![

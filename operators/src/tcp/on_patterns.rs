@@ -253,20 +253,12 @@ mod tests {
     use super::*;
     use crate::alert::Alert;
     use crate::paths::build::{HopProblems, HopStats};
+    use crate::paths::pattern::tests::node;
     use crate::tcp::problem::Problem;
     use crate::tcp::resources::Scope;
     use std::sync::{Arc, Mutex};
     use timely::dataflow::InputHandle;
     use timely::dataflow::operators::{Input, Inspect};
-
-    fn node(src: &str, dst: &str, port: Option<u16>, children: Vec<PatternNode>) -> PatternNode {
-        PatternNode {
-            src: src.into(),
-            dst: dst.into(),
-            dst_port: port,
-            children,
-        }
-    }
 
     fn pattern(id: &str, db_flows: Vec<String>) -> PathPattern {
         let tree = node(
