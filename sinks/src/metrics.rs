@@ -537,6 +537,7 @@ mod tests {
             cumulative,
             window: (0, 1),
             count,
+            likeliest: count,
             expected: count as f64 * 0.5,
             max_probability: 1.0,
             end_to_end: summary(10.0),

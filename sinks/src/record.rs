@@ -276,6 +276,7 @@ impl Serialize for PatternJson<'_> {
             },
         )?;
         m.serialize_entry("count", &p.count)?;
+        m.serialize_entry("likeliest", &p.likeliest)?;
         m.serialize_entry("expected", &p.expected)?;
         m.serialize_entry("max_probability", &p.max_probability)?;
         m.serialize_entry("end_to_end_ms", &SummaryJson(&p.end_to_end))?;
@@ -492,6 +493,7 @@ mod tests {
             cumulative: true,
             window: (1, 2),
             count: 3,
+            likeliest: 2,
             expected: 2.5,
             max_probability: 1.0,
             end_to_end: summary(7.0),
@@ -502,7 +504,7 @@ mod tests {
         let s = |m: f64| json!({"mean": m, "p50": m, "p90": m, "p99": m});
         let expected = json!({
             "schema": 1, "kind": "pattern", "id": "abc", "cumulative": true,
-            "window": {"start_ns": 1, "end_ns": 2}, "count": 3, "expected": 2.5,
+            "window": {"start_ns": 1, "end_ns": 2}, "count": 3, "likeliest": 2, "expected": 2.5,
             "max_probability": 1.0, "end_to_end_ms": s(7.0),
             "canonical": "CLIENT>web:80(web>db:5432(db>web:*()) web>CLIENT:*())",
             "root": {"src": "CLIENT", "dst": "web", "dst_port": 80, "network_ms": s(10.0),

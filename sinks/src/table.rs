@@ -146,10 +146,11 @@ impl Table {
         for (i, p) in ranked.iter().take(self.top).enumerate() {
             let _ = writeln!(
                 s,
-                "  #{:<3} {}  count {}  expected {:.1}  max p {:.2}  end-to-end {:.3} ms mean, {:.3} ms p99",
+                "  #{:<3} {}  count {} ({} likeliest)  expected {:.1}  max p {:.2}  end-to-end {:.3} ms mean, {:.3} ms p99",
                 i + 1,
                 p.id,
                 group(p.count),
+                group(p.likeliest),
                 p.expected,
                 p.max_probability,
                 p.end_to_end.mean,

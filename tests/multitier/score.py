@@ -15,7 +15,9 @@ Prints one JSON object:
   found           requests whose client message roots an inferred instance
   correct         ... whose instance is exactly the request's true path (hops in time order)
   patterns        per true pattern (`web1/db`, ...): truth count, the count of the inferred
-                  pattern with that path, the app's mean time per request from its log
+                  pattern with that path (every instance, a try-both decision's both), its
+                  `likeliest` count (requests whose likeliest instance it is), the app's
+                  mean time per request from its log
                   (request line read to answer written) and from the inferred instances
                   (send of its answer minus receipt of the request)
   top             the inferred patterns by count (path as hosts, count)
@@ -126,10 +128,11 @@ def main():
         if into["recv_ns"] and out["send_ns"]:
             p["app_inferred_ms"].append((out["send_ns"] - into["recv_ns"]) / 1e6)
 
-    count_of_shape = Counter()
+    count_of_shape, likeliest_of_shape = Counter(), Counter()
     for pid, d in patterns.items():
         if pid in shape_of_pattern:
             count_of_shape[shape_of_pattern[pid]] += d["count"]
+            likeliest_of_shape[shape_of_pattern[pid]] += d.get("likeliest", 0)
     result = {"requests": len(truth), "found": found, "correct": correct, "patterns": {}}
     for key in sorted(per):
         p = per[key]
@@ -138,6 +141,7 @@ def main():
             "truth": p["truth"],
             "correct": p["correct"],
             "inferred": count_of_shape.get(expected(via, kind), 0),
+            "likeliest": likeliest_of_shape.get(expected(via, kind), 0),
             "app_log_ms": round(statistics.mean(p["app_log_ms"]), 4),
             "app_inferred_ms": round(statistics.mean(p["app_inferred_ms"]), 4)
             if p["app_inferred_ms"] else None,

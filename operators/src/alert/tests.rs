@@ -26,6 +26,7 @@ fn pattern(app: &str, count: u64, e2e: f64, delay: f64) -> PathPattern {
         cumulative: false,
         window: (0, 0),
         count,
+        likeliest: count,
         expected: count as f64,
         max_probability: 1.0,
         end_to_end: summary(e2e),

@@ -282,6 +282,7 @@ mod tests {
             cumulative: false,
             window: (0, 10),
             count: 10,
+            likeliest: 10,
             expected: 10.0,
             max_probability: 1.0,
             end_to_end: Default::default(),

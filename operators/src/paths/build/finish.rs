@@ -13,7 +13,12 @@ impl Paths {
     }
 
     /// Adds an instance to its pattern; returns the pattern's id when instances are emitted.
-    pub(super) fn aggregate(&mut self, root_ns: Time, b: &Built) -> Option<String> {
+    pub(super) fn aggregate(
+        &mut self,
+        root_ns: Time,
+        b: &Built,
+        likeliest: bool,
+    ) -> Option<String> {
         let cap = self.config.max_patterns.max(1);
         let over_count =
             self.patterns.len() >= cap + cap / 4 && !self.patterns.contains_key(&b.key);
@@ -75,6 +80,7 @@ impl Paths {
         let w = b.probability;
         for stats in [&mut agg.total, &mut agg.buckets[idx].1] {
             stats.count += 1;
+            stats.likeliest += u64::from(likeliest);
             stats.expected += w;
             stats.max_p = stats.max_p.max(w);
             if let Some(e) = b.e2e {
@@ -206,9 +212,23 @@ impl Paths {
                 .filter(|(m, _)| m.len() >= MAX_MESSAGES)
                 .count() as u64;
             let mut hop_cache = FastMap::default();
-            for (msgs, p) in instances {
-                if let Some(b) = self.build(&msgs, p, &mut hop_cache) {
-                    if let Some(id) = self.aggregate(root_ns, &b) {
+            let built: Vec<_> = instances
+                .into_iter()
+                .filter_map(|(msgs, p)| self.build(&msgs, p, &mut hop_cache))
+                .collect();
+            // The root's likeliest instance (the first at equal probability).
+            let likeliest = built
+                .iter()
+                .enumerate()
+                .max_by(|a, b| {
+                    a.1.probability
+                        .total_cmp(&b.1.probability)
+                        .then(b.0.cmp(&a.0))
+                })
+                .map(|(i, _)| i);
+            for (i, b) in built.into_iter().enumerate() {
+                {
+                    if let Some(id) = self.aggregate(root_ns, &b, likeliest == Some(i)) {
                         out.push(PathRecord::Instance(PathInstance {
                             pattern: id,
                             probability: b.probability,

@@ -29,7 +29,9 @@
 //!   depend on how the frontier moved. Nodes are named as in the messages,
 //!   client nodes `CLIENT` and ephemeral ports `*` ([`Ports`]); with `aggregate_roles`,
 //!   servers by their role ([`Names::role`]).
-//! - **Per pattern**: count, expected count (sum of probabilities), maximum probability, and
+//! - **Per pattern**: count, the roots whose likeliest instance it is (each request counted
+//!   once: a try-both decision's other instance counts in `count`, not here), expected count
+//!   (sum of probabilities), maximum probability, and
 //!   probability-weighted distributions ([`Dist`]) of end-to-end time, of each node's delay
 //!   (the receiver's time between the parent's arrival and the child's departure, both in its
 //!   own clock: free of clock offsets) and of each hop's network latency (corrected
@@ -241,8 +243,13 @@ pub struct PathPattern {
     pub cumulative: bool,
     /// Event-time span covered, ns.
     pub window: (Time, Time),
-    /// Instances inferred (0 retracts).
+    /// Instances inferred (0 retracts): every instance of a try-both decision counts, as in
+    /// WAP5.
     pub count: u64,
+    /// Roots whose likeliest instance has this pattern: how many requests took it, each
+    /// counted once, by the most probable reading of its path.
+    #[serde(default)]
+    pub likeliest: u64,
     /// Expected number of true instances.
     pub expected: f64,
     /// Highest instance probability.

@@ -27,6 +27,10 @@ pub(super) struct Entry {
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub(super) struct Stats {
     pub(super) count: u64,
+    /// Roots whose likeliest instance this is: each request counted once, where its most
+    /// probable reading puts it (`count` counts a try-both decision's every instance).
+    #[serde(default)]
+    pub(super) likeliest: u64,
     pub(super) expected: f64,
     pub(super) max_p: f64,
     pub(super) e2e: Dist,
@@ -141,6 +145,7 @@ impl Stats {
 
     pub(super) fn merge(&mut self, o: &Stats) {
         self.count += o.count;
+        self.likeliest += o.likeliest;
         self.expected += o.expected;
         self.max_p = self.max_p.max(o.max_p);
         self.e2e.merge(&o.e2e);
@@ -433,6 +438,7 @@ pub(super) fn pattern_record(
         cumulative,
         window,
         count: s.count,
+        likeliest: s.likeliest,
         expected: s.expected,
         max_probability: s.max_p,
         end_to_end: s.e2e.summary(),
