@@ -34,13 +34,16 @@ for f, name in (("cap", "socket logs"), ("pcap", "captures")):
     s = json.load(open(f"{d}/{f}.score"))
     errs = {k: (v["inferred"] - v["truth"]) / v["truth"] for k, v in s["patterns"].items()}
     worst = max(errs.items(), key=lambda kv: abs(kv[1]))
+    likely = {k: (v["likeliest"] - v["truth"]) / v["truth"] for k, v in s["patterns"].items()}
+    worst_likely = max(likely.items(), key=lambda kv: abs(kv[1]))
     app = [abs(v["app_inferred_ms"] - v["app_log_ms"]) / v["app_log_ms"]
            for k, v in s["patterns"].items()
            if not k.endswith("static") and v["app_inferred_ms"]]
     # From packets the application's time is its host's, which its log cannot see.
     app_error = f"app time error {100 * max(app):.1f}%, " if f == "cap" else ""
     out.append(f"{name}: exact {100 * s['correct'] / s['requests']:.1f}%, "
-               f"worst count {worst[0]} {100 * worst[1]:+.1f}%, {app_error}"
+               f"worst count {worst[0]} {100 * worst[1]:+.1f}%, "
+               f"worst likeliest {worst_likely[0]} {100 * worst_likely[1]:+.1f}%, {app_error}"
                f"nginx-app p99 {s['bridge_ms']['p99']:.3f} ms, "
                f"nat {len(s['nat'])}, unnamed {s['skipped'].get('unnamed_socket', 0)}")
 print(f"run {r}: " + " | ".join(out))
