@@ -20,7 +20,7 @@ const PRIOR: f64 = 30.0;
 /// the parents' delays are a Student's t over the log bins at the mean and spread of the
 /// main mode of the excess (each window's excess taken `PROBABILITY_SIGMAS` standard
 /// deviations low), so that a bump chance makes in the excess of a busy node is not read as
-/// parents, while a parent that came late still is one (the t's tails, [`PARENTS_NU`]). Unlike
+/// parents, while a parent that came late still is one (the t's tails, `PARENTS_NU`). Unlike
 /// [`DelayDensity`], nothing learned feeds back into what is learned, so a busy node cannot
 /// talk itself into the wrong delay; and a type that is often a candidate but never the
 /// parent learns that (no excess at any delay). The excess is a small difference of two
