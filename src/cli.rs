@@ -803,7 +803,8 @@ pub struct AnalyzeArgs {
     ///   new-pattern                      a path pattern not seen in the first window
     ///   new-pattern >= 5                 the same, once it has 5 instances in the window
     ///   pattern.p99 > 200ms              end-to-end latency (mean, p50, p90, p99)
-    ///   pattern.count < 10               instances in the window (count, expected)
+    ///   pattern.count < 10               instances in the window (count, likeliest,
+    ///                                    expected)
     ///   node.delay.mean > 2x baseline    a node's delay against its own moving average
     ///   hop.network.p99 > 5ms            one-way network latency of a hop
     /// Operators: > >= < <=. Prefix `critical:` for critical alerts (default warning).

@@ -337,6 +337,11 @@ fn render(st: &State) -> String {
         "causeway_pattern_count",
         "Path instances inferred per pattern",
     );
+    let likeliest = gauge(
+        &mut r,
+        "causeway_pattern_likeliest",
+        "Requests whose most probable path is the pattern (each counted once)",
+    );
     let expected = gauge(
         &mut r,
         "causeway_pattern_expected",
@@ -390,6 +395,7 @@ fn render(st: &State) -> String {
             l.push(("canonical".into(), p.tree.canonical()));
             info.get_or_create(&l).set(1.0);
             count.get_or_create(&base).set(p.count as f64);
+            likeliest.get_or_create(&base).set(p.likeliest as f64);
             expected.get_or_create(&base).set(p.expected);
             summary(&e2e, &e2e_mean, &base, &p.end_to_end);
             let mut nodes = Vec::new();
@@ -746,6 +752,15 @@ mod tests {
             )[0]
             .2,
             4.5
+        );
+        assert_eq!(
+            find(
+                &s,
+                "causeway_pattern_likeliest",
+                &[("pattern", "bbb"), ("window", "sliding")]
+            )[0]
+            .2,
+            9.0
         );
         // Hop statistics in seconds, labelled by hop; a quote in a node name survives escaping.
         let d = find(

@@ -83,6 +83,7 @@ impl Judge {
                 for p in self.current.values() {
                     let value = match metric.stat {
                         Stat::Count => p.count as f64,
+                        Stat::Likeliest => p.likeliest as f64,
                         Stat::Expected => p.expected,
                         s => s.of(&p.end_to_end),
                     };

@@ -31,6 +31,7 @@ pub(super) enum Scope {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Stat {
     Count,
+    Likeliest,
     Expected,
     Mean,
     P50,
@@ -84,6 +85,7 @@ impl Stat {
     fn name(self) -> &'static str {
         match self {
             Stat::Count => "count",
+            Stat::Likeliest => "likeliest",
             Stat::Expected => "expected",
             Stat::Mean => "mean",
             Stat::P50 => "p50",
@@ -98,12 +100,12 @@ impl Stat {
             Stat::P50 => s.p50,
             Stat::P90 => s.p90,
             Stat::P99 => s.p99,
-            Stat::Count | Stat::Expected => f64::NAN,
+            Stat::Count | Stat::Likeliest | Stat::Expected => f64::NAN,
         }
     }
 
     pub(super) fn is_latency(self) -> bool {
-        !matches!(self, Stat::Count | Stat::Expected)
+        !matches!(self, Stat::Count | Stat::Likeliest | Stat::Expected)
     }
 }
 
@@ -177,7 +179,7 @@ impl FromStr for AlertRule {
         let limit_text = rest[at + op_text.len()..].trim();
         let metric = parse_metric(metric_text).ok_or_else(|| {
             err(&format!(
-                "unknown metric `{metric_text}`: pattern.{{count,expected,mean,p50,p90,p99}}, \
+                "unknown metric `{metric_text}`: pattern.{{count,likeliest,expected,mean,p50,p90,p99}}, \
                  node.delay.{{mean,p50,p90,p99}} or hop.network.{{mean,p50,p90,p99}}"
             ))
         })?;
@@ -192,6 +194,7 @@ impl FromStr for AlertRule {
 fn parse_metric(text: &str) -> Option<Metric> {
     let stat = |s: &str, counts: bool| match s {
         "count" if counts => Some(Stat::Count),
+        "likeliest" if counts => Some(Stat::Likeliest),
         "expected" if counts => Some(Stat::Expected),
         "mean" => Some(Stat::Mean),
         "p50" => Some(Stat::P50),

@@ -83,6 +83,7 @@ fn rules_parse_and_print() {
             "node.delay.p90 > 3x baseline",
         ),
         ("pattern.count < 10", "pattern.count < 10"),
+        ("pattern.likeliest < 10", "pattern.likeliest < 10"),
     ] {
         let rule: AlertRule = text.parse().unwrap();
         assert_eq!(rule.to_string(), shown, "{text}");
