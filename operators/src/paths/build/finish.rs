@@ -227,14 +227,12 @@ impl Paths {
                 })
                 .map(|(i, _)| i);
             for (i, b) in built.into_iter().enumerate() {
-                {
-                    if let Some(id) = self.aggregate(root_ns, &b, likeliest == Some(i)) {
-                        out.push(PathRecord::Instance(PathInstance {
-                            pattern: id,
-                            probability: b.probability,
-                            messages: b.messages,
-                        }));
-                    }
+                if let Some(id) = self.aggregate(root_ns, &b, likeliest == Some(i)) {
+                    out.push(PathRecord::Instance(PathInstance {
+                        pattern: id,
+                        probability: b.probability,
+                        messages: b.messages,
+                    }));
                 }
             }
         }
