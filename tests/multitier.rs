@@ -60,6 +60,19 @@ fn script(name: &str) -> PathBuf {
         .join(name)
 }
 
+/// Runs `system.py` as `command` sets it up, failing the test with its output if it fails;
+/// prints its summary.
+fn system_py(command: &mut Command) {
+    let out = command.output().unwrap();
+    assert!(
+        out.status.success(),
+        "system.py failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("{}", String::from_utf8_lossy(&out.stdout).trim());
+}
+
 /// Runs the system once: returns (truth, capture directory, the captures).
 fn run_system(dir: &Path) -> (PathBuf, PathBuf, Vec<String>) {
     let (truth, cap, pcap, work) = (
@@ -74,28 +87,21 @@ fn run_system(dir: &Path) -> (PathBuf, PathBuf, Vec<String>) {
         "{} missing: `cargo build` builds it with the binary",
         lib.display()
     );
-    let out = Command::new("python3")
-        .arg(script("system.py"))
-        .args(["--requests", &REQUESTS.to_string(), "--duration", "60"])
-        .arg("--preload")
-        .arg(&lib)
-        .arg("--capture-dir")
-        .arg(&cap)
-        .arg("--pcap-dir")
-        .arg(&pcap)
-        .arg("--truth")
-        .arg(&truth)
-        .arg("--workdir")
-        .arg(&work)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "system.py failed: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    system_py(
+        Command::new("python3")
+            .arg(script("system.py"))
+            .args(["--requests", &REQUESTS.to_string(), "--duration", "60"])
+            .arg("--preload")
+            .arg(&lib)
+            .arg("--capture-dir")
+            .arg(&cap)
+            .arg("--pcap-dir")
+            .arg(&pcap)
+            .arg("--truth")
+            .arg(&truth)
+            .arg("--workdir")
+            .arg(&work),
     );
-    eprintln!("{}", String::from_utf8_lossy(&out.stdout).trim());
     (truth, cap, pcaps_in(&pcap))
 }
 
@@ -273,30 +279,23 @@ fn loss_on_one_tier_shows_on_the_hops_over_its_link() {
     let _one = one_system();
     let dir = scratch("multitier-loss");
     let (pcap, names) = (dir.join("pcap"), dir.join("names.txt"));
-    let out = Command::new("python3")
-        .arg(script("system.py"))
-        // Twelve clients keep most of the application's database connections busy, so that
-        // each outage hits them together (with four, the few in use at each outage differ,
-        // and their timeouts correlate at 0.2-0.6).
-        .args(["--requests", "3000", "--clients", "12", "--duration", "60"])
-        // The database's link drops every packet for 150 ms every 600 ms, and 1% at random
-        // in between.
-        .args(["--flap", "pg:150:600", "--loss", "pg:0.01"])
-        .arg("--pcap-dir")
-        .arg(&pcap)
-        .arg("--names")
-        .arg(&names)
-        .arg("--workdir")
-        .arg(dir.join("work"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "system.py failed: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    system_py(
+        Command::new("python3")
+            .arg(script("system.py"))
+            // Twelve clients keep most of the application's database connections busy, so that
+            // each outage hits them together (with four, the few in use at each outage differ,
+            // and their timeouts correlate at 0.2-0.6).
+            .args(["--requests", "3000", "--clients", "12", "--duration", "60"])
+            // The database's link drops every packet for 150 ms every 600 ms, and 1% at random
+            // in between.
+            .args(["--flap", "pg:150:600", "--loss", "pg:0.01"])
+            .arg("--pcap-dir")
+            .arg(&pcap)
+            .arg("--names")
+            .arg(&names)
+            .arg("--workdir")
+            .arg(dir.join("work")),
     );
-    eprintln!("{}", String::from_utf8_lossy(&out.stdout).trim());
     let mut args = vec![
         "analyze",
         "--names",

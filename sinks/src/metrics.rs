@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 
-use causeway_operators::{ClockOffset, PathPattern, PatternNode, Rank, Summary};
+use causeway_operators::{ClockOffset, PathPattern, Rank, Summary};
 use causeway_sources::Origins;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -299,14 +299,6 @@ fn summary(q: &GaugeFamily, mean: &GaugeFamily, base: &Labels, s: &Summary) {
     }
 }
 
-/// The nodes of a pattern tree in preorder (the order of its hop statistics).
-fn preorder<'a>(node: &'a PatternNode, out: &mut Vec<&'a PatternNode>) {
-    out.push(node);
-    for c in &node.children {
-        preorder(c, out);
-    }
-}
-
 fn render(st: &State) -> String {
     let mut r = Registry::default();
     let up = Gauge::<f64, AtomicU64>::default();
@@ -398,9 +390,7 @@ fn render(st: &State) -> String {
             likeliest.get_or_create(&base).set(p.likeliest as f64);
             expected.get_or_create(&base).set(p.expected);
             summary(&e2e, &e2e_mean, &base, &p.end_to_end);
-            let mut nodes = Vec::new();
-            preorder(&p.tree, &mut nodes);
-            for (hop, (node, stats)) in nodes.iter().zip(&p.hops).enumerate() {
+            for (hop, (node, stats)) in p.tree.preorder().into_iter().zip(&p.hops).enumerate() {
                 let port = node.dst_port.map_or("*".to_owned(), |p| p.to_string());
                 let mut l = base.clone();
                 l.extend(labels(&[
@@ -507,7 +497,7 @@ fn render(st: &State) -> String {
 mod tests {
     use super::*;
     use causeway_operators::Alert;
-    use causeway_operators::{Domain, HopStats, OriginStats};
+    use causeway_operators::{Domain, HopStats, OriginStats, PatternNode};
     use causeway_sources::SkipReason;
     use causeway_sources::SourceStats;
     use std::collections::BTreeSet;

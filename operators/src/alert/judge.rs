@@ -42,12 +42,11 @@ struct Value {
 }
 
 fn shape(tree: &PatternNode) -> String {
-    let port = tree.dst_port.map_or("*".to_owned(), |p| p.to_string());
     let more = tree.len() - 1;
     if more > 0 {
-        format!("{} -> {}:{} (+{more} messages)", tree.src, tree.dst, port)
+        format!("{} (+{more} messages)", tree.hop_label())
     } else {
-        format!("{} -> {}:{}", tree.src, tree.dst, port)
+        tree.hop_label()
     }
 }
 
@@ -100,20 +99,10 @@ impl Judge {
                 // subject -> (Σ mean·count, Σ count, largest quantile)
                 let mut acc: BTreeMap<String, (f64, f64, f64)> = BTreeMap::new();
                 for p in self.current.values() {
-                    let mut messages = Vec::new();
-                    preorder(&p.tree, &mut messages);
-                    for (m, hop) in messages.iter().zip(&p.hops) {
+                    for (m, hop) in p.tree.preorder().into_iter().zip(&p.hops) {
                         let (subject, summary) = match metric.scope {
                             Scope::Node => (m.src.clone(), hop.delay),
-                            _ => (
-                                format!(
-                                    "{} -> {}:{}",
-                                    m.src,
-                                    m.dst,
-                                    m.dst_port.map_or("*".to_owned(), |p| p.to_string())
-                                ),
-                                hop.network,
-                            ),
+                            _ => (m.hop_label(), hop.network),
                         };
                         let Some(s) = summary else { continue };
                         let e = acc.entry(subject).or_insert((0.0, 0.0, 0.0));
@@ -314,13 +303,5 @@ fn finding(
             threshold,
             baseline,
         }),
-    }
-}
-
-/// The tree's messages in preorder (the order of [`PathPattern::hops`]).
-fn preorder<'a>(node: &'a PatternNode, out: &mut Vec<&'a PatternNode>) {
-    out.push(node);
-    for c in &node.children {
-        preorder(c, out);
     }
 }

@@ -51,6 +51,26 @@ impl PatternNode {
         s.push(')');
     }
 
+    /// The tree's messages in preorder: the order of a pattern's hop statistics
+    /// ([`PathPattern::hops`](crate::PathPattern::hops)).
+    pub fn preorder(&self) -> Vec<&PatternNode> {
+        fn walk<'a>(n: &'a PatternNode, out: &mut Vec<&'a PatternNode>) {
+            out.push(n);
+            for c in &n.children {
+                walk(c, out);
+            }
+        }
+        let mut out = Vec::with_capacity(self.len());
+        walk(self, &mut out);
+        out
+    }
+
+    /// `src -> dst:port`, `*` for an ephemeral port: how alerts and correlations name a hop.
+    pub fn hop_label(&self) -> String {
+        let port = self.dst_port.map_or("*".to_owned(), |p| p.to_string());
+        format!("{} -> {}:{}", self.src, self.dst, port)
+    }
+
     /// The pattern id: 16 hex digits of the xxh3 hash of the canonical text.
     pub fn id(&self) -> String {
         format!(

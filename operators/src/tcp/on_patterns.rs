@@ -27,7 +27,6 @@ use timely::dataflow::operators::generic::Operator;
 
 use crate::FastMap;
 use crate::paths::build::PathPattern;
-use crate::paths::pattern::PatternNode;
 use crate::tcp::correlate::{Correlated, Correlation};
 
 /// Most hops an alert names in its message, and patterns per hop (the most expected).
@@ -37,19 +36,13 @@ const LISTED: usize = 20;
 
 /// `(flow, hop label)` of each hop of `p` that lists flows.
 fn hop_flows(p: &PathPattern) -> Vec<(String, String)> {
-    fn walk(n: &PatternNode, p: &PathPattern, pos: &mut usize, out: &mut Vec<(String, String)>) {
-        if let Some(t) = p.hops.get(*pos).and_then(|h| h.tcp.as_ref()) {
-            let port = n.dst_port.map_or("*".to_owned(), |p| p.to_string());
-            let label = format!("{} -> {}:{}", n.src, n.dst, port);
+    let mut out = Vec::new();
+    for (n, hop) in p.tree.preorder().into_iter().zip(&p.hops) {
+        if let Some(t) = &hop.tcp {
+            let label = n.hop_label();
             out.extend(t.flows.iter().map(|f| (f.clone(), label.clone())));
         }
-        *pos += 1;
-        for c in &n.children {
-            walk(c, p, pos, out);
-        }
     }
-    let mut out = Vec::new();
-    walk(&p.tree, p, &mut 0, &mut out);
     out
 }
 
