@@ -10,21 +10,22 @@
 //!   node's decisions pair its replies with its callers' calls, so every node's decisions
 //!   feed its callers'.
 //! - **The model** ([`model`]): every node serves requests as tasks; a request opens one at
-//!   its receiver, a reply closes one of the same caller's (on the same connection or call id
-//!   where the input names one), a call joins one of its node's open tasks, and an answer
-//!   joins its call's task once the callee has paired it. A departure's parent is the latest
-//!   arrival of its task. The evidence ([`evidence`]): learned delays per arrival type and
-//!   departure class, Project 5's same-child penalty, whether a replying task's calls are all
-//!   answered, how typical its calls are for its type, the order in which the system
-//!   takes up waiting tasks, sizes, how many calls of a class tasks make and how long they
-//!   last (a task that lost its reply to another stops taking calls), and coincidences
-//!   against a time-shifted null (a reply caused by another task's arrival: a queue's pop
-//!   answered when a push comes in). Where each message's role comes from: the input's `kind`
-//!   (`call`/`request` asks, `return`/`response` answers, `message` is one-way); else the
-//!   ports (a message to a fixed port asks, [`Ports`]); else, for names, which of two nodes
-//!   spoke to the other first. Roles are told in event-time order as departures are taken
-//!   in, so they do not depend on how the workers' batches interleave. Nothing is keyed to a
-//!   generator's preset.
+//!   its receiver, a reply closes one of the same caller's (on the same connection or call
+//!   id where the input names one), a call joins one of its node's open tasks, and an
+//!   answer joins its call's task once the callee has paired it. A departure's parent is
+//!   the latest arrival of its task. The evidence ([`evidence`]): learned delays per
+//!   arrival type and departure class (read as a hazard: density over survival), Project
+//!   5's same-child penalty, whether a replying task's calls are all answered, how typical
+//!   its calls are for its type, the order in which the system takes up waiting tasks,
+//!   sizes, how many calls of a class tasks make and how long they last (a task that lost
+//!   its reply to another stops taking calls), and coincidences against a time-shifted null
+//!   (a reply caused by another task's arrival: a queue's pop answered when a push comes
+//!   in). Where each message's role comes from: the input's `kind` (`call`/`request` asks,
+//!   `return`/`response` answers, `message` is one-way); else the ports (a message to a
+//!   fixed port asks, [`Ports`]); else, for names, which of two nodes spoke to the other
+//!   first. Roles are told in event-time order as departures are taken in, so they do not
+//!   depend on how the workers' batches interleave. Nothing is keyed to a generator's
+//!   preset.
 //! - **Warm start**: the input is held until the first `warmup_max` messages by event time
 //!   are in (the frontier, less the lateness, is past them), or the frontier has passed the
 //!   first `warmup_ns` of event time; which messages it learns from depends on event time

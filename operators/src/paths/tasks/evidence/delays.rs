@@ -6,15 +6,22 @@ use super::*;
 
 /// Learned delays: for each departure class (a node, the node it sends to, and whether it
 /// sends a request or a response), how often its departures follow an arrival of each type
-/// (sender and role) by each delay. The likelihood of a candidate parent is the share of the
-/// class's departures with a parent of its type at its delay: a type that is never the
-/// parent of a class reads near zero, whatever its delays.
+/// (sender and role) by each delay. What a candidate parent reads ([`Delays::log_hazard`]):
+/// the density in time of the class's departures with a parent of its type at its delay,
+/// over the share of that type's delays still to come (a task that has waited long is
+/// likelier to be the one that ends now than its delay's density alone says). A type that
+/// is never the parent of a class reads near zero, whatever its delays.
 #[derive(Clone, Debug, Default)]
 pub struct Delays {
     /// (arrival type, departure class) -> counts per bin.
     hist: FastMap<(u64, u64), [f32; BINS]>,
     /// Departure class -> its decisions counted, and the arrival types seen with it.
     pub(super) class: FastMap<u64, (f32, Vec<u64>)>,
+    /// Departure class -> the sum of its decisions' bins, weighed: with the count, the
+    /// class's mean log-delay, where its densities are read at the scale of its bins.
+    centre: FastMap<u64, f32>,
+    /// The timestamps' resolution, learned from the delays counted.
+    grid: Grid,
     /// Decisions a class remembers: past twice this many, its counts are halved.
     pub memory: f32,
 }
@@ -33,13 +40,18 @@ impl Delays {
     /// probabilities (with nothing learned, `1/n` each: Project 5's scoreboard).
     pub fn add(&mut self, ptype: u64, class: u64, delay_ns: i64, w: f32) {
         let h = self.hist.entry((ptype, class)).or_insert([0.0; BINS]);
-        h[bin(delay_ns)] += w;
+        let b = bin(delay_ns);
+        h[b] += w;
+        self.grid.add(delay_ns);
+        let centre = self.centre.entry(class).or_insert(0.0);
+        *centre += w * b as f32;
         let entry = self.class.entry(class).or_insert((0.0, Vec::new()));
         if !entry.1.contains(&ptype) {
             entry.1.push(ptype);
         }
         entry.0 += w;
         if fade(&mut entry.0, self.memory) {
+            *centre /= 2.0;
             for t in &entry.1 {
                 if let Some(h) = self.hist.get_mut(&(*t, class)) {
                     h.iter_mut().for_each(|c| *c /= 2.0);
@@ -49,10 +61,31 @@ impl Delays {
     }
 
     /// The log-likelihood that a departure of `class` was caused by an arrival of `ptype`
-    /// `delay_ns` before it.
+    /// `delay_ns` before it: a density in time, not in log-delay. The histogram's bins
+    /// widen with the delay, so its share at `d` is divided by `d` (no finer than the
+    /// timestamps' resolution): without it, of two candidate causes whose delays are as
+    /// common per bin, the older would be as likely as the newer, where it is the newer
+    /// that leaves less time unexplained. The density is read at the scale of the class's
+    /// mean log-delay, where it equals the share of a bin, so that it weighs against the
+    /// fixed scores (a spontaneous departure) as the share did.
     pub fn log_p(&self, ptype: u64, class: u64, delay_ns: i64) -> f64 {
+        self.log_density(self.hist.get(&(ptype, class)), class, delay_ns)
+    }
+
+    /// [`Delays::log_p`] from the type's histogram, if any.
+    fn log_density(&self, hist: Option<&[f32; BINS]>, class: u64, delay_ns: i64) -> f64 {
         let total = self.class.get(&class).map_or(0.0, |c| c.0);
-        let v = self.hist.get(&(ptype, class)).map_or(0.0, |h| {
+        let scale = if total > 0.0 {
+            let centre = self.centre.get(&class).copied().unwrap_or(0.0) / total;
+            let reference_us = BIN_RATIO.powf(f64::from(centre));
+            let d_us = (delay_ns as f64 / 1000.0)
+                .max(self.grid.resolution_us())
+                .max(1.0);
+            (reference_us / d_us) as f32
+        } else {
+            1.0
+        };
+        let v = hist.map_or(0.0, |h| {
             let b = bin(delay_ns) as isize;
             KERNEL
                 .iter()
@@ -67,7 +100,25 @@ impl Delays {
                 })
                 .sum()
         });
-        f64::from((v + PRIOR) / (total + 1.0)).ln()
+        f64::from((v * scale + PRIOR) / (total + 1.0)).ln()
+    }
+
+    /// The log hazard: [`Delays::log_p`] less the log share of the type's delays longer than
+    /// `delay_ns`. Of several open tasks, the one a departure ends is as likely as its
+    /// delay's density over its survival (competing risks: every other task is still open).
+    pub fn log_hazard(&self, ptype: u64, class: u64, delay_ns: i64) -> f64 {
+        let hist = self.hist.get(&(ptype, class));
+        let p = self.log_density(hist, class, delay_ns);
+        let Some(h) = hist else {
+            return p;
+        };
+        let b = bin(delay_ns);
+        let mass: f32 = h.iter().sum();
+        if mass <= 0.0 {
+            return p;
+        }
+        let longer: f32 = h[b + 1..].iter().sum::<f32>() + 0.5 * h[b];
+        p - f64::from((longer / mass).max(SURVIVAL_FLOOR)).ln()
     }
 
     /// For debugging: per (arrival type, departure class), its total count and the delay
@@ -100,10 +151,59 @@ impl Delays {
     }
 }
 
+/// The least survival a hazard is read with: past the longest delays seen, a task is not
+/// made ever likelier to end.
+pub(super) const SURVIVAL_FLOOR: f32 = 0.01;
+
+/// The timestamps' resolution, learned from delays: the coarsest of 1 ms, 100 µs and
+/// 10 µs that almost every non-zero delay is a multiple of (to within 0.1% of it, for clocks
+/// corrected by a skew), else 1 µs. A trace written to the millisecond has delays of 0 and
+/// 1 ms that both stand for anything below 1 ms; its density is not read finer.
+#[derive(Clone, Debug, Default)]
+struct Grid {
+    /// Non-zero delays seen.
+    seen: f32,
+    /// Of those, how many are on each grid of [`GRIDS_NS`].
+    on: [f32; 3],
+}
+
+/// The grids tried, coarsest first.
+const GRIDS_NS: [i64; 3] = [1_000_000, 100_000, 10_000];
+
+impl Grid {
+    fn add(&mut self, delay_ns: i64) {
+        if delay_ns == 0 {
+            return;
+        }
+        self.seen += 1.0;
+        for (on, g) in self.on.iter_mut().zip(GRIDS_NS) {
+            let r = delay_ns.rem_euclid(g);
+            if r.min(g - r) < g / 1000 {
+                *on += 1.0;
+            }
+        }
+        if self.seen > 1e6 {
+            self.seen /= 2.0;
+            self.on.iter_mut().for_each(|x| *x /= 2.0);
+        }
+    }
+
+    fn resolution_us(&self) -> f64 {
+        if self.seen < 50.0 {
+            return 1.0;
+        }
+        GRIDS_NS
+            .iter()
+            .zip(self.on)
+            .find(|&(_, on)| on >= 0.99 * self.seen)
+            .map_or(1.0, |(g, _)| *g as f64 / 1000.0)
+    }
+}
+
 impl Evidence for Delays {
     /// (arrival type, departure class, delay in ns, weight): a decision [`Delays::add`] counts.
     type Fact<'a> = (u64, u64, i64, f32);
-    /// (arrival type, departure class, delay in ns): [`Delays::log_p`].
+    /// (arrival type, departure class, delay in ns): [`Delays::log_hazard`].
     type Question = (u64, u64, i64);
 
     fn remembering(memory: f32) -> Self {
@@ -118,6 +218,6 @@ impl Evidence for Delays {
 
     #[inline]
     fn read(&self, question: Self::Question) -> f64 {
-        self.log_p(question.0, question.1, question.2)
+        self.log_hazard(question.0, question.1, question.2)
     }
 }

@@ -1,3 +1,4 @@
+use super::delays::SURVIVAL_FLOOR;
 use super::*;
 
 #[test]
@@ -137,4 +138,59 @@ fn delays_are_signed() {
     assert_eq!(delay(10, 7), -3);
     assert_eq!(delay(7, 10), 3);
     assert_eq!(bin(-5), 0);
+}
+
+#[test]
+fn a_delay_reads_as_a_density_in_time_so_the_newer_of_two_as_common_causes_is_likelier() {
+    // As many delays in every bin from 10 µs to 100 ms: per log-delay, flat.
+    let mut d = Delays::new(100_000.0);
+    let mut us = 10.0f64;
+    while us < 100_000.0 {
+        for _ in 0..20 {
+            d.add(1, 10, (us * 1000.0) as i64, 1.0);
+        }
+        us *= BIN_RATIO;
+    }
+    let short = d.log_p(1, 10, 100_000);
+    let long = d.log_p(1, 10, 10_000_000);
+    // A hundred times the delay, a hundredth of the density (within the histogram's bins).
+    let ratio = short - long;
+    assert!((ratio - 100f64.ln()).abs() < 0.7, "{ratio}");
+}
+
+#[test]
+fn the_hazard_is_the_density_over_the_share_still_to_come() {
+    let mut d = Delays::new(100_000.0);
+    for k in 0..400 {
+        // Log-normal-ish: most near 1 ms, a tail to 100 ms.
+        let us = 1000.0 * 1.02f64.powi(k - 200);
+        d.add(1, 10, (us * 1000.0) as i64, 1.0);
+    }
+    let gap = |ns: i64| d.log_hazard(1, 10, ns) - d.log_p(1, 10, ns);
+    // Early, almost everything is still to come; late, little is.
+    assert!(gap(30_000) < 0.15, "{}", gap(30_000));
+    assert!(gap(20_000_000) > gap(1_000_000) + 1.0);
+    // Past every delay seen, the hazard stops growing (the survival's floor).
+    assert!((gap(10_000_000_000) + f64::from(SURVIVAL_FLOOR).ln()).abs() < 1e-9);
+}
+
+#[test]
+fn delays_written_to_the_millisecond_are_not_read_finer() {
+    // Half the delays 0 (ties), half 1 ms: both stand for "under a millisecond".
+    let mut d = Delays::new(100_000.0);
+    for _ in 0..200 {
+        d.add(1, 10, 0, 1.0);
+        d.add(1, 10, 1_000_000, 1.0);
+    }
+    let tie = d.log_p(1, 10, 0);
+    let one = d.log_p(1, 10, 1_000_000);
+    assert!((tie - one).abs() < 0.1, "{tie} {one}");
+    // Microsecond delays: 1 µs is a thousand times denser than 1 ms.
+    let mut e = Delays::new(100_000.0);
+    for i in 0..200 {
+        e.add(1, 10, 1_000 + i, 1.0);
+        e.add(1, 10, 1_000_000 + i * 7, 1.0);
+    }
+    let diff = e.log_p(1, 10, 1_000) - e.log_p(1, 10, 1_000_000);
+    assert!((diff - 1000f64.ln()).abs() < 0.7, "{diff}");
 }
