@@ -329,8 +329,9 @@ pub(super) struct Built {
     pub(super) messages: Vec<InstanceMessage>,
     pub(super) probability: f64,
     pub(super) e2e: Option<i64>,
-    /// Per hop, in preorder: the sender's delay, the network latency and what the TCP connection that
-    /// carried it suffered (`tcp.hops`), with that connection's direction of data.
+    /// Per hop, in preorder: the sender's delay, the network latency and what the TCP
+    /// connection that carried it suffered (`tcp.hops`), with that connection's direction
+    /// of data.
     pub(super) hops: Vec<HopFacts>,
 }
 

@@ -15,11 +15,10 @@ use super::*;
 pub struct Delays {
     /// (arrival type, departure class) -> counts per bin.
     hist: FastMap<(u64, u64), [f32; BINS]>,
-    /// Departure class -> its decisions counted, and the arrival types seen with it.
-    pub(super) class: FastMap<u64, (f32, Vec<u64>)>,
-    /// Departure class -> the sum of its decisions' bins, weighed: with the count, the
-    /// class's mean log-delay, where its densities are read at the scale of its bins.
-    centre: FastMap<u64, f32>,
+    /// Departure class -> its decisions counted, the arrival types seen with it, and the
+    /// sum of its decisions' bins, weighed (over the count, the class's mean log-delay,
+    /// where its densities are read at the scale of its bins).
+    pub(super) class: FastMap<u64, (f32, Vec<u64>, f32)>,
     /// The timestamps' resolution, learned from the delays counted.
     grid: Grid,
     /// Decisions a class remembers: past twice this many, its counts are halved.
@@ -43,15 +42,14 @@ impl Delays {
         let b = bin(delay_ns);
         h[b] += w;
         self.grid.add(delay_ns);
-        let centre = self.centre.entry(class).or_insert(0.0);
-        *centre += w * b as f32;
-        let entry = self.class.entry(class).or_insert((0.0, Vec::new()));
+        let entry = self.class.entry(class).or_insert((0.0, Vec::new(), 0.0));
         if !entry.1.contains(&ptype) {
             entry.1.push(ptype);
         }
         entry.0 += w;
+        entry.2 += w * b as f32;
         if fade(&mut entry.0, self.memory) {
-            *centre /= 2.0;
+            entry.2 /= 2.0;
             for t in &entry.1 {
                 if let Some(h) = self.hist.get_mut(&(*t, class)) {
                     h.iter_mut().for_each(|c| *c /= 2.0);
@@ -74,9 +72,9 @@ impl Delays {
 
     /// [`Delays::log_p`] from the type's histogram, if any.
     fn log_density(&self, hist: Option<&[f32; BINS]>, class: u64, delay_ns: i64) -> f64 {
-        let total = self.class.get(&class).map_or(0.0, |c| c.0);
+        let (total, centre) = self.class.get(&class).map_or((0.0, 0.0), |c| (c.0, c.2));
         let scale = if total > 0.0 {
-            let centre = self.centre.get(&class).copied().unwrap_or(0.0) / total;
+            let centre = centre / total;
             let reference_us = BIN_RATIO.powf(f64::from(centre));
             let d_us = (delay_ns as f64 / 1000.0)
                 .max(self.grid.resolution_us())
@@ -169,6 +167,8 @@ struct Grid {
 
 /// The grids tried, coarsest first.
 const GRIDS_NS: [i64; 3] = [1_000_000, 100_000, 10_000];
+/// Non-zero delays the resolution remembers (halved past twice this many).
+const GRID_MEMORY: f32 = 500_000.0;
 
 impl Grid {
     fn add(&mut self, delay_ns: i64) {
@@ -182,8 +182,7 @@ impl Grid {
                 *on += 1.0;
             }
         }
-        if self.seen > 1e6 {
-            self.seen /= 2.0;
+        if fade(&mut self.seen, GRID_MEMORY) {
             self.on.iter_mut().for_each(|x| *x /= 2.0);
         }
     }
