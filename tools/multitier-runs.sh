@@ -46,6 +46,11 @@ for f, name in (("cap", "socket logs"), ("pcap", "captures")):
                f"worst likeliest {worst_likely[0]} {100 * worst_likely[1]:+.1f}%, {app_error}"
                f"nginx-app p99 {s['bridge_ms']['p99']:.3f} ms, "
                f"nat {len(s['nat'])}, unnamed {s['skipped'].get('unnamed_socket', 0)}")
+# The two sources against each other (likeliest counts).
+cap, pcap = (json.load(open(f"{d}/{f}.score"))["patterns"] for f in ("cap", "pcap"))
+gap = max(((k, (pcap[k]["likeliest"] - v["likeliest"]) / max(v["likeliest"], 1))
+           for k, v in cap.items() if k in pcap), key=lambda kv: abs(kv[1]))
+out.append(f"captures vs logs {gap[0]} {100 * gap[1]:+.1f}%")
 print(f"run {r}: " + " | ".join(out))
 PY
 done

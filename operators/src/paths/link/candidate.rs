@@ -267,9 +267,9 @@ pub(super) fn stale(last_ns: Time, window: Time, t: Time) -> bool {
 
 /// The density of `kind` in `map`, afresh (`new`) if absent or [`stale`] at `t` (`last`
 /// tells when a density was last stepped).
-pub(super) fn density_at<D>(
-    map: &mut FastMap<u64, D>,
-    kind: u64,
+pub(super) fn density_at<K: std::hash::Hash + Eq, D>(
+    map: &mut FastMap<K, D>,
+    kind: K,
     (window, t): (Time, Time),
     new: impl Fn() -> D,
     last: impl Fn(&D) -> Time,

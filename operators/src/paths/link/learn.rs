@@ -200,6 +200,7 @@ impl Linker {
         if learn {
             self.learn(p, candidates);
         }
+        self.learn_spontaneity(p, candidates, p_spont);
         let estimate = self.estimates.entry((p.from, p.to)).or_default();
         let total: f64 = candidates.iter().map(|c| c.weight).sum();
         if total > 0.0 {

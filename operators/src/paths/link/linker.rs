@@ -22,6 +22,9 @@ pub(super) struct Linker {
     pub(super) departures: FastMap<u64, VecDeque<Departure>>,
     /// Learned causal delays per link type, against the time-shifted null.
     pub(super) causal: FastMap<u64, CausalDensity>,
+    /// Per call type (node, callee as link types name it): the learned share of its calls
+    /// that are spontaneous ([`Spontaneity`]).
+    pub(super) spontaneity: FastMap<(u64, u64), Spontaneity>,
     /// Learned delays of replies after their task's latest message, per link type.
     pub(super) typical: FastMap<u64, TypicalDelay>,
     /// Learned gaps from answers to the replies they are the latest message of, per the

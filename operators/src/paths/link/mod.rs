@@ -10,7 +10,10 @@
 //! - **WAP5's rule**: a message B→C sent at `s` (B's clock) has as candidate parents the
 //!   messages into B received at `r` in `[s − x, s]` (B's clock; `x` is `max_delay_ns`);
 //!   being spontaneous weighs `e^(−y)`, as a delay of `y·d`; weights are normalised to
-//!   probabilities. With [`DelayModel::Exponential`] a candidate weighs `e^(−(s − r)/d)`, `d`
+//!   probabilities. Beyond WAP5, where delays are learned, that weight is scaled by the
+//!   odds that a call of its type (node and callee) is spontaneous, learned from the calls
+//!   (`Spontaneity`, `spontaneity.rs`): a proxy's forwards and a server's queries, never
+//!   spontaneous, keep a late parent. With [`DelayModel::Exponential`] a candidate weighs `e^(−(s − r)/d)`, `d`
 //!   the mean causal delay of B→C: WAP5's estimate, the mean over a sliding window
 //!   (`delay_window_ns`) of the smallest delay preceding each B→C message, or
 //!   ([`DelayEstimate::Weighted`]) the mean of the candidate delays weighted by their
@@ -204,6 +207,7 @@ mod flush;
 mod learn;
 mod linker;
 mod node_tasks;
+mod spontaneity;
 mod state;
 #[cfg(test)]
 mod tests;
@@ -217,6 +221,7 @@ use estimate::*;
 use flush::*;
 use linker::*;
 use node_tasks::*;
+use spontaneity::*;
 use warm::*;
 
 /// A probability in millionths.
@@ -252,7 +257,8 @@ pub enum DelayModel {
 pub struct LinkConfig {
     /// `x`: the longest a node holds a message before sending what it caused.
     pub max_delay_ns: Time,
-    /// `y`: spontaneity weighs as much as a delay of `y·d`.
+    /// `y`: spontaneity weighs as much as a delay of `y·d` (at even odds; each call type's
+    /// learned odds scale it where delays are learned).
     pub spontaneous_factor: f64,
     /// Window over which `d` is estimated.
     pub delay_window_ns: Time,

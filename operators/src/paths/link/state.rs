@@ -15,6 +15,7 @@ impl Linker {
             densities: FastMap::default(),
             departures: FastMap::default(),
             causal: FastMap::default(),
+            spontaneity: FastMap::default(),
             typical: FastMap::default(),
             reply_gaps: FastMap::default(),
             size_evidence: FastMap::default(),
@@ -35,7 +36,7 @@ impl Linker {
     }
 
     /// A linker that starts afresh but for what this one learned: the causal delay, gap,
-    /// reply-gap and typical-reply densities, the size and reply-size evidence, and the port
+    /// reply-gap and typical-reply densities, the calls' spontaneous shares, the size and reply-size evidence, and the port
     /// evidence.
     /// (The delay estimates, buckets of a sliding window in time order, start afresh too:
     /// they stand in only while a type has not matured.)
@@ -43,6 +44,7 @@ impl Linker {
         Linker {
             densities: self.densities,
             causal: self.causal,
+            spontaneity: self.spontaneity,
             typical: self.typical,
             reply_gaps: self.reply_gaps,
             size_evidence: self.size_evidence,
@@ -217,6 +219,8 @@ impl Linker {
         self.densities
             .retain(|_, d| !stale(d.last_ns, window, linked));
         self.causal.retain(|_, d| !stale(d.last_ns, window, linked));
+        self.spontaneity
+            .retain(|_, d| !stale(d.last_ns, window, linked));
         self.typical
             .retain(|_, d| !stale(d.last_ns, window, linked));
         self.reply_gaps

@@ -766,3 +766,67 @@ fn a_client_on_the_servers_host_starts_a_path_with_each_request() {
         assert_eq!(l.best, None, "{l:?}");
     }
 }
+
+/// A proxy B (10.0.0.2:80) forwards each of 2,000 requests, one every 2 ms, to C
+/// (10.0.0.3:8000): 10-14 µs after it, or, one request in ten, 24-36 µs after it (a
+/// thread that waited), and replies when C answers. Returns the messages and the ids of
+/// the late forwards with their requests'.
+fn a_proxy_that_sometimes_forwards_late() -> (Vec<Message>, Vec<(u64, u64)>) {
+    const US: Time = 1_000;
+    let mut messages = Vec::new();
+    let mut late = Vec::new();
+    for n in 0..2_000u64 {
+        let t = 1_000_000 * US + n * 2_000 * US;
+        let client = format!("10.1.{}.{}:{}", n / 200, n % 200 + 1, 40000 + n);
+        let request = msg(&client, "10.0.0.2:80", t - 100, t);
+        let delay = if n % 10 == 9 {
+            24 * US + n % 7 * 2 * US
+        } else {
+            10 * US + n % 5 * US
+        };
+        let port = format!("10.0.0.2:{}", 20000 + n);
+        let forward = msg(&port, "10.0.0.3:8000", t + delay, t + delay + 50);
+        if n % 10 == 9 {
+            late.push((message_id(&forward), message_id(&request)));
+        }
+        messages.push(request);
+        messages.push(forward);
+        messages.push(msg(
+            "10.0.0.3:8000",
+            &port,
+            t + delay + 300 * US,
+            t + delay + 300 * US + 50,
+        ));
+        messages.push(msg(
+            "10.0.0.2:80",
+            &client,
+            t + delay + 320 * US,
+            t + delay + 320 * US + 100,
+        ));
+    }
+    (messages, late)
+}
+
+#[test]
+fn a_call_type_that_is_never_spontaneous_keeps_its_late_calls() {
+    let (messages, late) = a_proxy_that_sometimes_forwards_late();
+    let linked = run(messages);
+    let by_id: FastMap<u64, &Linked> = linked.iter().map(|l| (l.id, l)).collect();
+    // Once the proxy's forwards have taught that they are never spontaneous (the second
+    // half), a late one still goes to its request, its only candidate.
+    let second_half = &late[late.len() / 2..];
+    let kept = second_half
+        .iter()
+        .filter(|(forward, request)| by_id[forward].best == Some(*request))
+        .count();
+    let spontaneous: f64 = second_half
+        .iter()
+        .map(|(forward, _)| f64::from(by_id[forward].spontaneous) / f64::from(ONE))
+        .sum::<f64>()
+        / second_half.len() as f64;
+    assert!(
+        kept == second_half.len() && spontaneous < 0.1,
+        "{kept} of {} late forwards kept, spontaneous {spontaneous:.3} on average",
+        second_half.len()
+    );
+}

@@ -220,7 +220,7 @@ impl Linker {
         let spontaneous = if p.answers.is_some() && !candidates.is_empty() {
             0.0
         } else {
-            (-y).exp()
+            self.spontaneous_weight(p)
         };
         let total: f64 = spontaneous + candidates.iter().map(|c| c.weight).sum::<f64>();
         for c in candidates.iter_mut() {
