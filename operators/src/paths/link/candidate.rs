@@ -104,6 +104,9 @@ impl Candidate {
 pub(super) struct Weighed {
     /// The probability that it was spontaneous.
     pub(super) spontaneous: f64,
+    /// Whether every candidate was weighed by a learned density that has matured
+    /// ([`MATCH_SAMPLES`]).
+    pub(super) matured: bool,
     /// Its smallest candidate delay (WAP5's sample of the pair's mean delay).
     pub(super) smallest: Option<Time>,
 }

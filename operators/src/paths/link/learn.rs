@@ -181,6 +181,7 @@ impl Linker {
     ) -> Linked {
         let Some(Weighed {
             spontaneous: p_spont,
+            matured,
             smallest,
         }) = weighed
         else {
@@ -200,7 +201,9 @@ impl Linker {
         if learn {
             self.learn(p, candidates);
         }
-        self.learn_spontaneity(p, candidates, p_spont);
+        if matured {
+            self.learn_spontaneity(p, p_spont);
+        }
         let estimate = self.estimates.entry((p.from, p.to)).or_default();
         let total: f64 = candidates.iter().map(|c| c.weight).sum();
         if total > 0.0 {

@@ -2,8 +2,9 @@
 //! it received), learned from the calls themselves, in place of WAP5's one constant for
 //! every call.
 //!
-//! - **Input**: each call `link` decides whose candidates are all weighed by learned
-//!   densities, with its probability of having been spontaneous ([`Linker::commit`]).
+//! - **Input**: each call `link` decides whose candidates are all weighed by matured
+//!   learned densities, with its probability of having been spontaneous
+//!   ([`Linker::commit`]).
 //! - **Output**: the odds that a call of the type is spontaneous
 //!   ([`Spontaneity::odds`]), which scale WAP5's weight of the spontaneous option `e^(−y)`
 //!   ([`Linker::spontaneous_weight`]).
@@ -87,16 +88,11 @@ impl Linker {
             .map_or(base, |s| base * s.odds())
     }
 
-    /// Learns from call `p` decided with probability `p_spont` of having been spontaneous,
-    /// if every candidate it was weighed against had a learned density.
-    pub(super) fn learn_spontaneity(&mut self, p: &Prep, candidates: &[Candidate], p_spont: f64) {
+    /// Learns from call `p` decided with probability `p_spont` of having been spontaneous
+    /// (its caller checks that every candidate it was weighed against had a matured learned
+    /// density: [`Weighed::matured`]).
+    pub(super) fn learn_spontaneity(&mut self, p: &Prep, p_spont: f64) {
         if self.config.model != DelayModel::Learned || !p.is_call() {
-            return;
-        }
-        if !candidates
-            .iter()
-            .all(|c| self.matured(c.kind, p.event_ns).is_some())
-        {
             return;
         }
         let memory = self.config.type_memory;

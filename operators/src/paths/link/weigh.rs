@@ -160,12 +160,15 @@ impl Linker {
             .collect();
         // What the call's connection learned of its callers' connections, looked up once.
         let affinity = self.affinity_at(p);
+        // Whether every candidate was weighed by a matured density.
+        let mut matured_all = learned;
         for c in candidates.iter_mut() {
             let exponential = (-(c.delay as f64) / d).exp();
             // WAP5's exponential while the type has few samples.
             let (model, own) = match self.causal.get(&c.kind) {
                 Some(density) if learned && !stale(density.last_ns, window, p.event_ns) => {
                     let e = density.samples();
+                    matured_all &= e >= MATCH_SAMPLES;
                     let r = density.probability(c.delay as f64);
                     // Its sizes' evidence, on the odds.
                     let lr = self.size_odds(c, p.answer_bytes, p.event_ns)
@@ -177,7 +180,10 @@ impl Linker {
                     };
                     ((e * r + LEARNING * exponential) / (e + LEARNING), r)
                 }
-                _ => (exponential, 1.0),
+                _ => {
+                    matured_all = false;
+                    (exponential, 1.0)
+                }
             };
             // How typical the time from the call's answer to the task's reply is (Project 5
             // scores only the start of a nesting; its end tells a task that goes on from one
@@ -229,6 +235,7 @@ impl Linker {
         self.scratch = scratch;
         Some(Weighed {
             spontaneous: spontaneous / total,
+            matured: matured_all,
             smallest,
         })
     }
