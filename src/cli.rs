@@ -735,7 +735,8 @@ pub struct AnalyzeArgs {
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration, help_heading = "Paths")]
     pub max_delay: Duration,
     /// Linking: being spontaneous weighs as much as a delay of Y times the pair's mean delay
-    /// (WAP5's y). Larger values prefer longer paths.
+    /// (WAP5's y), at even odds; with learned delays each call type's learned odds of being
+    /// spontaneous scale it. Larger values prefer longer paths.
     #[arg(long, value_name = "Y", default_value_t = 4.0, help_heading = "Paths")]
     pub spontaneous: f64,
     /// Linking: a node's calls are assigned to the requests they serve jointly, over windows

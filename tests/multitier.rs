@@ -138,9 +138,9 @@ fn analyze_and_score(inputs: &[String], out: &Path, truth: &Path) -> Value {
 }
 
 /// What both analyses must show; `likeliest_error` is the largest relative error allowed of
-/// a pattern's likeliest count (the requests whose most probable path it is: over 32 runs
+/// a pattern's likeliest count (the requests whose most probable path it is: over 68 runs
 /// with each call type's spontaneous share learned, socket logs 3.5% at worst, captures
-/// 7.1%, in 30 of them within 5%), `count_error` of its count (every instance of a
+/// 7.1%, in 66 of them within 5%), `count_error` of its count (every instance of a
 /// try-both decision; socket logs 3.0% at worst, captures 5.8%),
 /// docs/notes/2026-11-30-spontaneity.md;
 /// `min_correct` the share of requests on exactly their path,
