@@ -104,9 +104,10 @@ impl Candidate {
 pub(super) struct Weighed {
     /// The probability that it was spontaneous.
     pub(super) spontaneous: f64,
-    /// Whether every candidate was weighed by a learned density that has matured
-    /// ([`MATCH_SAMPLES`]).
+    /// Whether every candidate was weighed by a learned density that has [`matured`].
     pub(super) matured: bool,
+    /// What [`Linker::weigh`] divided the weights by to make them probabilities.
+    pub(super) total: f64,
     /// Its smallest candidate delay (WAP5's sample of the pair's mean delay).
     pub(super) smallest: Option<Time>,
 }

@@ -102,7 +102,7 @@ impl Linker {
                     let lo = answers.partition_point(|a| a.0.saturating_add(x) < p.at);
                     let hi = answers.partition_point(|a| a.0 <= p.at);
                     // The weights so far, back to before they were normalised.
-                    let scale = self.spontaneous_weight(p) / w.spontaneous.max(1e-300);
+                    let scale = w.total;
                     let mut added = 0.0;
                     for &(r, aid, kind_from, of) in answers[lo..hi].iter().rev() {
                         if arena.len() - start >= 2 * self.config.max_candidates {

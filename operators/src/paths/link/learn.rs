@@ -183,6 +183,7 @@ impl Linker {
             spontaneous: p_spont,
             matured,
             smallest,
+            ..
         }) = weighed
         else {
             self.set_task(p.from, p.conn, p.send_ns, p.answers, None);

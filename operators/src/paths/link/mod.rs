@@ -13,9 +13,9 @@
 //!   probabilities. Beyond WAP5, where delays are learned, that weight is scaled by the
 //!   odds that a call of its type (node and callee) is spontaneous, learned from the calls
 //!   (`Spontaneity`, `spontaneity.rs`): a proxy's forwards and a server's queries, never
-//!   spontaneous, keep a late parent. With [`DelayModel::Exponential`] a candidate weighs `e^(−(s − r)/d)`, `d`
-//!   the mean causal delay of B→C: WAP5's estimate, the mean over a sliding window
-//!   (`delay_window_ns`) of the smallest delay preceding each B→C message, or
+//!   spontaneous, keep a late parent. With [`DelayModel::Exponential`] a candidate weighs
+//!   `e^(−(s − r)/d)`, `d` the mean causal delay of B→C: WAP5's estimate, the mean over a
+//!   sliding window (`delay_window_ns`) of the smallest delay preceding each B→C message, or
 //!   ([`DelayEstimate::Weighted`]) the mean of the candidate delays weighted by their
 //!   probabilities. A message whose sender side was not observed (B untraced) may only have
 //!   been caused by a message from its own receiver: B→A's candidates are the A→B messages A

@@ -90,9 +90,9 @@ impl Linker {
 
     /// Learns from call `p` decided with probability `p_spont` of having been spontaneous
     /// (its caller checks that every candidate it was weighed against had a matured learned
-    /// density: [`Weighed::matured`]).
+    /// density, [`Weighed::matured`], which only learned delays have).
     pub(super) fn learn_spontaneity(&mut self, p: &Prep, p_spont: f64) {
-        if self.config.model != DelayModel::Learned || !p.is_call() {
+        if !p.is_call() {
             return;
         }
         let memory = self.config.type_memory;

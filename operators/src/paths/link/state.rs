@@ -36,8 +36,8 @@ impl Linker {
     }
 
     /// A linker that starts afresh but for what this one learned: the causal delay, gap,
-    /// reply-gap and typical-reply densities, the calls' spontaneous shares, the size and reply-size evidence, and the port
-    /// evidence.
+    /// reply-gap and typical-reply densities, the calls' spontaneous shares, the size and
+    /// reply-size evidence, and the port evidence.
     /// (The delay estimates, buckets of a sliding window in time order, start afresh too:
     /// they stand in only while a type has not matured.)
     pub(super) fn relearned(self) -> Self {

@@ -168,7 +168,7 @@ impl Linker {
             let (model, own) = match self.causal.get(&c.kind) {
                 Some(density) if learned && !stale(density.last_ns, window, p.event_ns) => {
                     let e = density.samples();
-                    matured_all &= e >= MATCH_SAMPLES;
+                    matured_all &= matured(density, window, p.event_ns);
                     let r = density.probability(c.delay as f64);
                     // Its sizes' evidence, on the odds.
                     let lr = self.size_odds(c, p.answer_bytes, p.event_ns)
@@ -236,6 +236,7 @@ impl Linker {
         Some(Weighed {
             spontaneous: spontaneous / total,
             matured: matured_all,
+            total,
             smallest,
         })
     }
