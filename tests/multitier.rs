@@ -206,8 +206,15 @@ fn check(
              {log} ms by its log"
         );
     }
+    // The bridge's real one-way latency is about 0.05 ms; pairing the wrong messages of a
+    // keep-alive connection made it seconds. A socket call's time includes its thread's
+    // wait for a core, which on a loaded 2-core machine reaches a millisecond now and then
+    // (`tools/multitier-runs.sh` reports p99 per run: 0.54-0.97 ms idle, 1.14 ms once
+    // under load), so the median is held to the wire and the tail to 2 ms.
+    let p50 = s["bridge_ms"]["p50"].as_f64().unwrap();
     let p99 = s["bridge_ms"]["p99"].as_f64().unwrap();
-    assert!(p99 < 1.0, "{what}: nginx ↔ app latency p99 {p99} ms");
+    assert!(p50 < 0.2, "{what}: nginx ↔ app latency p50 {p50} ms");
+    assert!(p99 < 2.0, "{what}: nginx ↔ app latency p99 {p99} ms");
 }
 
 #[test]

@@ -27,9 +27,11 @@ use std::process::Command;
 use common::{bin, causeway_jsonl, pcaps_in, scratch, system_tools};
 use serde_json::Value;
 
-/// Problems reported per flow: problem -> events (intervals for `app_limited`).
+/// Problems reported per flow: problem -> events (intervals for `app_limited`). A connection
+/// captured at both its ends is reported once per sniffer (the records' `origin`); the same
+/// retransmission seen twice is one, so a flow's count is the largest of any one origin.
 fn problems(records: &[Value]) -> BTreeMap<String, BTreeMap<String, u64>> {
-    let mut out: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+    let mut per_origin: BTreeMap<(String, String, String), u64> = BTreeMap::new();
     for r in records.iter().filter(|r| r["kind"] == "conn_problem") {
         let problem = r["problem"].as_str().unwrap().to_owned();
         let n = if problem == "app_limited" {
@@ -37,10 +39,14 @@ fn problems(records: &[Value]) -> BTreeMap<String, BTreeMap<String, u64>> {
         } else {
             r["events"].as_u64().unwrap()
         };
-        *out.entry(r["flow"].as_str().unwrap().to_owned())
-            .or_default()
-            .entry(problem)
-            .or_default() += n;
+        let flow = r["flow"].as_str().unwrap().to_owned();
+        let origin = r["origin"].as_str().unwrap_or_default().to_owned();
+        *per_origin.entry((flow, problem, origin)).or_default() += n;
+    }
+    let mut out: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+    for ((flow, problem, _), n) in per_origin {
+        let count = out.entry(flow).or_default().entry(problem).or_default();
+        *count = (*count).max(n);
     }
     out
 }
