@@ -44,7 +44,7 @@ use clap::ValueEnum;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use causeway_operators::PatternNode;
+use causeway_operators::{PatternNode, json};
 
 use crate::cli::{BaselineArg, RankArg, ScoreArgs, ScoreFormatArg};
 
@@ -411,6 +411,16 @@ pub fn parse_patterns(reader: impl BufRead, name: &str) -> Result<Parsed> {
     Ok(parsed)
 }
 
+/// Deepest nesting of a line read: a path is cut at 256 messages, so its pattern tree nests
+/// at most about that deep; deeper lines are malformed (and would risk the stack).
+const MAX_DEPTH: usize = 1024;
+
+/// One JSON line, nested up to [`MAX_DEPTH`] (serde_json's own limit, 128, is less than a
+/// long chain's pattern tree).
+fn from_line<T: serde::de::DeserializeOwned>(text: &[u8]) -> Result<T, String> {
+    json::from_slice_nested(text, MAX_DEPTH)
+}
+
 /// Reads `pattern` and `instance` lines; other kinds are skipped, malformed lines counted.
 /// Of the pattern lines, the cumulative ones are used if there are any, else all; the latest
 /// line for an id supersedes the earlier ones and `count: 0` retracts.
@@ -433,7 +443,7 @@ fn parse(mut reader: impl BufRead, name: &str) -> Result<Parsed> {
         if text.is_empty() {
             continue;
         }
-        let ok = match serde_json::from_slice::<LineIn>(text) {
+        let ok = match from_line::<LineIn>(text) {
             Ok(line) => match line.kind.as_deref() {
                 Some("pattern") => {
                     parsed.pattern_lines += 1;
@@ -460,7 +470,7 @@ fn parse(mut reader: impl BufRead, name: &str) -> Result<Parsed> {
                 None => false,
             },
             // Another kind may have fields of these names with other types.
-            Err(_) => match serde_json::from_slice::<Value>(text) {
+            Err(_) => match from_line::<Value>(text) {
                 Ok(v) => match v.get("kind").and_then(Value::as_str) {
                     Some("pattern") => {
                         parsed.pattern_lines += 1;
@@ -1237,7 +1247,7 @@ pub fn parse_truth_messages(mut reader: impl BufRead, name: &str) -> Result<Trut
         if text.is_empty() {
             continue;
         }
-        let ok = match serde_json::from_slice::<BaseLineIn>(text) {
+        let ok = match from_line::<BaseLineIn>(text) {
             Ok(line) => match line.kind.as_deref() {
                 Some("instance") => match line.messages {
                     Some(list) if !list.is_empty() && out.instances < NONE32 as usize => {
@@ -1266,7 +1276,7 @@ pub fn parse_truth_messages(mut reader: impl BufRead, name: &str) -> Result<Trut
             },
             // Other kinds, and the header (whose `messages` is a count), may have fields of
             // these names with other types.
-            Err(_) => match serde_json::from_slice::<Value>(text) {
+            Err(_) => match from_line::<Value>(text) {
                 Ok(v) => match v.get("kind").and_then(Value::as_str) {
                     Some("instance") | None => false,
                     Some("truth") => {
@@ -1699,6 +1709,29 @@ mod tests {
 
     fn parse_str(text: &str) -> Parsed {
         parse(text.as_bytes(), "test").unwrap()
+    }
+
+    /// A pattern line whose tree is a chain `depth` calls deep, written as `analyze` writes
+    /// it (serde_json writes any depth; it reads 128 by default).
+    fn chain_line(id: &str, depth: usize) -> String {
+        let mut node = json!({"src": "n0", "dst": "n1", "children": []});
+        for i in 1..depth {
+            node = json!({"src": format!("n{i}"), "dst": format!("n{}", i + 1),
+                          "children": [node]});
+        }
+        json!({"schema": 1, "kind": "pattern", "id": id, "count": 3, "cumulative": true,
+               "canonical": "a chain", "root": node})
+        .to_string()
+    }
+
+    #[test]
+    fn a_pattern_of_a_long_chain_is_read_and_a_hostile_depth_is_counted() {
+        let deep = chain_line("deep", 300);
+        let hostile = format!("{}1{}", "[".repeat(100_000), "]".repeat(100_000));
+        let parsed = parse_str(&format!("{deep}\n{hostile}\n"));
+        assert_eq!(parsed.patterns.len(), 1, "the 300-deep chain is read");
+        assert_eq!(parsed.malformed, 1);
+        assert_eq!(parsed.first_malformed, Some(2));
     }
 
     fn fn_vectors(report: &Report) -> [Vec<usize>; 3] {

@@ -19,7 +19,7 @@ fn run(args: &[&str]) -> (Vec<serde_json::Value>, String) {
     let records = String::from_utf8(out.stdout)
         .unwrap()
         .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
+        .map(|l| causeway_operators::json::from_slice_nested(l.as_bytes(), 1024).unwrap())
         .collect();
     (records, String::from_utf8(out.stderr).unwrap())
 }
@@ -109,4 +109,49 @@ fn a_damaged_checkpoint_is_one_line_naming_it() {
         "{err}"
     );
     std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn a_checkpoint_of_a_long_chain_is_read_back() {
+    // Requests down a chain of 70 services and the answers back: a pattern tree 140 messages
+    // deep, which nests deeper than serde_json's default limit of 128.
+    const DEPTH: usize = 70;
+    let dir = scratch("checkpoint-chain");
+    let trace = dir.join("chain.csv");
+    let mut csv = String::from("send_ns,recv_ns,src,dst,kind\n");
+    let name = |i: usize| {
+        if i == 0 {
+            "client".to_owned()
+        } else {
+            format!("s{i}")
+        }
+    };
+    for request in 0..5u64 {
+        let mut t = 1_000_000_000 + request * 100_000_000;
+        for i in 0..DEPTH {
+            csv += &format!("{t},{},{},{},request\n", t + 10_000, name(i), name(i + 1));
+            t += 50_000;
+        }
+        for i in (0..DEPTH).rev() {
+            csv += &format!("{t},{},{},{},response\n", t + 10_000, name(i + 1), name(i));
+            t += 50_000;
+        }
+    }
+    std::fs::write(&trace, csv).unwrap();
+    let state = dir.join("state").display().to_string();
+    let trace = trace.display().to_string();
+    let args = ["analyze", "--emit", "patterns", "--format", "jsonl"];
+    let (first, _) = run(&[&args[..], &["--checkpoint", &state, &trace]].concat());
+    let deepest = first
+        .iter()
+        .filter(|r| r["kind"] == "pattern")
+        .map(|r| r["canonical"].as_str().unwrap().matches('(').count())
+        .max();
+    assert_eq!(deepest, Some(2 * DEPTH), "{first:?}");
+    let (_, err) = run(&[&args[..], &["--checkpoint", &state, &trace]].concat());
+    assert!(
+        err.contains("resuming from") && err.contains("1 pattern"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&*dir).ok();
 }

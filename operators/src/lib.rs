@@ -85,6 +85,7 @@ pub mod clock;
 pub mod conn;
 pub mod dist;
 pub mod domain;
+pub mod json;
 pub mod message;
 pub mod names;
 pub mod paths;

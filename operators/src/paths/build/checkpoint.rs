@@ -29,6 +29,10 @@ pub struct PathsCheckpoint {
     pub(super) patterns: Vec<SavedPattern>,
 }
 
+/// Deepest nesting a checkpoint is read with: a pattern tree nests two levels per message of
+/// its path (at most 256 messages deep), under a few levels of the checkpoint itself.
+const MAX_CHECKPOINT_DEPTH: usize = 1024;
+
 /// Version of the checkpoint format.
 pub const CHECKPOINT_VERSION: u32 = 1;
 
@@ -66,14 +70,9 @@ impl PathsCheckpoint {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(format!("{}: {e}", path.display())),
         };
-        let c: PathsCheckpoint = serde_json::from_slice(&bytes).map_err(|e| {
-            format!(
-                "{}: not a checkpoint of this version ({e}, line {} column {})",
-                path.display(),
-                e.line(),
-                e.column()
-            )
-        })?;
+        // Pattern trees of long chains nest deeper than serde_json's default limit.
+        let c: PathsCheckpoint = crate::json::from_slice_nested(&bytes, MAX_CHECKPOINT_DEPTH)
+            .map_err(|e| format!("{}: not a checkpoint of this version ({e})", path.display()))?;
         if c.version != CHECKPOINT_VERSION {
             return Err(format!(
                 "{}: checkpoint version {}, this build reads {CHECKPOINT_VERSION}",
