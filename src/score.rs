@@ -44,7 +44,8 @@ use clap::ValueEnum;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use causeway_operators::{PatternNode, json};
+use causeway_operators::PatternNode;
+use causeway_operators::json::from_slice_nested;
 
 use crate::cli::{BaselineArg, RankArg, ScoreArgs, ScoreFormatArg};
 
@@ -411,16 +412,6 @@ pub fn parse_patterns(reader: impl BufRead, name: &str) -> Result<Parsed> {
     Ok(parsed)
 }
 
-/// Deepest nesting of a line read: a path is cut at 256 messages, so its pattern tree nests
-/// at most about that deep; deeper lines are malformed (and would risk the stack).
-const MAX_DEPTH: usize = 1024;
-
-/// One JSON line, nested up to [`MAX_DEPTH`] (serde_json's own limit, 128, is less than a
-/// long chain's pattern tree).
-fn from_line<T: serde::de::DeserializeOwned>(text: &[u8]) -> Result<T, String> {
-    json::from_slice_nested(text, MAX_DEPTH)
-}
-
 /// Reads `pattern` and `instance` lines; other kinds are skipped, malformed lines counted.
 /// Of the pattern lines, the cumulative ones are used if there are any, else all; the latest
 /// line for an id supersedes the earlier ones and `count: 0` retracts.
@@ -443,7 +434,7 @@ fn parse(mut reader: impl BufRead, name: &str) -> Result<Parsed> {
         if text.is_empty() {
             continue;
         }
-        let ok = match from_line::<LineIn>(text) {
+        let ok = match from_slice_nested::<LineIn>(text) {
             Ok(line) => match line.kind.as_deref() {
                 Some("pattern") => {
                     parsed.pattern_lines += 1;
@@ -470,7 +461,7 @@ fn parse(mut reader: impl BufRead, name: &str) -> Result<Parsed> {
                 None => false,
             },
             // Another kind may have fields of these names with other types.
-            Err(_) => match from_line::<Value>(text) {
+            Err(_) => match from_slice_nested::<Value>(text) {
                 Ok(v) => match v.get("kind").and_then(Value::as_str) {
                     Some("pattern") => {
                         parsed.pattern_lines += 1;
@@ -1247,7 +1238,7 @@ pub fn parse_truth_messages(mut reader: impl BufRead, name: &str) -> Result<Trut
         if text.is_empty() {
             continue;
         }
-        let ok = match from_line::<BaseLineIn>(text) {
+        let ok = match from_slice_nested::<BaseLineIn>(text) {
             Ok(line) => match line.kind.as_deref() {
                 Some("instance") => match line.messages {
                     Some(list) if !list.is_empty() && out.instances < NONE32 as usize => {
@@ -1276,7 +1267,7 @@ pub fn parse_truth_messages(mut reader: impl BufRead, name: &str) -> Result<Trut
             },
             // Other kinds, and the header (whose `messages` is a count), may have fields of
             // these names with other types.
-            Err(_) => match from_line::<Value>(text) {
+            Err(_) => match from_slice_nested::<Value>(text) {
                 Ok(v) => match v.get("kind").and_then(Value::as_str) {
                     Some("instance") | None => false,
                     Some("truth") => {

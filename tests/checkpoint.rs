@@ -19,7 +19,7 @@ fn run(args: &[&str]) -> (Vec<serde_json::Value>, String) {
     let records = String::from_utf8(out.stdout)
         .unwrap()
         .lines()
-        .map(|l| causeway_operators::json::from_slice_nested(l.as_bytes(), 1024).unwrap())
+        .map(|l| causeway_operators::json::from_slice_nested(l.as_bytes()).unwrap())
         .collect();
     (records, String::from_utf8(out.stderr).unwrap())
 }

@@ -22,7 +22,7 @@ fuzz_target!(|data: &[u8]| {
             }
         }
         _ => {
-            let _ = from_slice_nested::<PathsCheckpoint>(rest, 1024);
+            let _ = from_slice_nested::<PathsCheckpoint>(rest);
         }
     }
 });

@@ -1,14 +1,34 @@
 //! Reading JSON that nests deeper than serde_json's default limit (128): the pattern trees
-//! of long chains, in `analyze`'s output and in `paths`' checkpoints. The depth is bounded
-//! here instead, by a scan before parsing, so that hostile input cannot exhaust the stack.
-//! No state.
+//! of long chains, in `analyze`'s output and in `paths`' checkpoints. Such input is read
+//! with serde_json's limit off and the depth bounded here ([`MAX_NESTING`]), by a scan made
+//! only when the default read fails, so that hostile input cannot exhaust the stack and
+//! ordinary input costs nothing more. No state.
 
 use serde::de::DeserializeOwned;
 
-/// Parses `bytes` as one JSON value of type `T`, nested at most `max_depth` arrays and
+/// The deepest nesting of arrays and objects read: a path is cut at 256 messages and its
+/// pattern tree nests two levels per message, under a few levels of the record or checkpoint
+/// that holds it.
+pub const MAX_NESTING: usize = 1024;
+
+/// Parses `bytes` as one JSON value of type `T`, nested at most [`MAX_NESTING`] arrays and
 /// objects deep; deeper input is an error, as is anything after the value.
-pub fn from_slice_nested<T: DeserializeOwned>(bytes: &[u8], max_depth: usize) -> Result<T, String> {
+pub fn from_slice_nested<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
+    from_slice_within(bytes, MAX_NESTING)
+}
+
+/// [`from_slice_nested`] with the bound `max_depth`.
+fn from_slice_within<T: DeserializeOwned>(bytes: &[u8], max_depth: usize) -> Result<T, String> {
+    let first = match serde_json::from_slice(bytes) {
+        Ok(value) => return Ok(value),
+        Err(e) => e.to_string(),
+    };
+    // serde_json refuses past 128 levels (its limit counts from 128 down, so the text's own
+    // depth tells whether that was the cause).
     let depth = nesting(bytes);
+    if depth < 128 {
+        return Err(first);
+    }
     if depth > max_depth {
         return Err(format!("nested {depth} deep, more than {max_depth}"));
     }
@@ -60,11 +80,18 @@ mod tests {
     #[test]
     fn deep_values_are_read_up_to_the_bound() {
         let deep = format!("{}1{}", "[".repeat(500), "]".repeat(500));
-        assert!(from_slice_nested::<Value>(deep.as_bytes(), 500).is_ok());
-        let err = from_slice_nested::<Value>(deep.as_bytes(), 499).unwrap_err();
+        assert!(from_slice_within::<Value>(deep.as_bytes(), 500).is_ok());
+        let err = from_slice_within::<Value>(deep.as_bytes(), 499).unwrap_err();
         assert!(err.contains("500 deep"), "{err}");
-        assert!(from_slice_nested::<Value>(b"[1] x", 10).is_err());
+        assert!(from_slice_within::<Value>(b"[1] x", 10).is_err());
         // serde_json's default would refuse at 128.
         assert!(serde_json::from_slice::<Value>(deep.as_bytes()).is_err());
+        // Around serde_json's own limit, and a malformed deep value.
+        for n in [126, 127, 128, 129] {
+            let v = format!("{}1{}", "[".repeat(n), "]".repeat(n));
+            assert!(from_slice_nested::<Value>(v.as_bytes()).is_ok(), "{n}");
+        }
+        let broken = format!("{}1{}", "[".repeat(300), "]".repeat(299));
+        assert!(from_slice_nested::<Value>(broken.as_bytes()).is_err());
     }
 }

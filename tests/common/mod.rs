@@ -40,9 +40,7 @@ pub fn causeway_jsonl(args: &[&str]) -> Vec<serde_json::Value> {
         .map(|l| {
             // A pattern's tree nests one level per message: a long chain is deeper than
             // serde_json's default limit.
-            let mut de = serde_json::Deserializer::from_str(l);
-            de.disable_recursion_limit();
-            <serde_json::Value as serde::Deserialize>::deserialize(&mut de)
+            causeway_operators::json::from_slice_nested(l.as_bytes())
                 .unwrap_or_else(|e| panic!("bad JSON line {l}: {e}"))
         })
         .collect()

@@ -29,10 +29,6 @@ pub struct PathsCheckpoint {
     pub(super) patterns: Vec<SavedPattern>,
 }
 
-/// Deepest nesting a checkpoint is read with: a pattern tree nests two levels per message of
-/// its path (at most 256 messages deep), under a few levels of the checkpoint itself.
-const MAX_CHECKPOINT_DEPTH: usize = 1024;
-
 /// Version of the checkpoint format.
 pub const CHECKPOINT_VERSION: u32 = 1;
 
@@ -71,7 +67,7 @@ impl PathsCheckpoint {
             Err(e) => return Err(format!("{}: {e}", path.display())),
         };
         // Pattern trees of long chains nest deeper than serde_json's default limit.
-        let c: PathsCheckpoint = crate::json::from_slice_nested(&bytes, MAX_CHECKPOINT_DEPTH)
+        let c: PathsCheckpoint = crate::json::from_slice_nested(&bytes)
             .map_err(|e| format!("{}: not a checkpoint of this version ({e})", path.display()))?;
         if c.version != CHECKPOINT_VERSION {
             return Err(format!(
