@@ -213,7 +213,7 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
     // time order once they are half a second old, so what waits downstream needs to cover
     // little more than one host's scheduling (`FOLLOW_WINDOW`).
     let follow_only = args.follow && sniffers.is_empty();
-    let lateness_ns = if follow_only && args.engine.lateness.is_none() {
+    let mut lateness_ns = if follow_only && args.engine.lateness.is_none() {
         crate::cli::FOLLOW_WINDOW
     } else {
         args.engine.lateness(all_live)
@@ -246,6 +246,25 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
     )?;
     for note in &boot.notes {
         tracing::info!("{note}");
+    }
+    // Message-trace files in time order: the sources wait out their measured disorder, not
+    // the default's seconds (at 600,000 messages a second of event time, seconds held back
+    // are millions of messages in memory).
+    if let Some(disorder) = boot.trace_disorder_ns
+        && args.engine.lateness.is_none()
+        && sniffers.is_empty()
+        && !args.follow
+    {
+        let learned = disorder.saturating_add(crate::cli::TRACE_MARGIN.as_nanos() as u64);
+        if learned < lateness_ns {
+            tracing::info!(
+                "every input is a message trace in time order (rows at most {:.3} s out of \
+                 order): lateness {:.3} s",
+                disorder as f64 / 1e9,
+                learned as f64 / 1e9
+            );
+            lateness_ns = learned;
+        }
     }
     let reference = match &args.clock_reference {
         Some(name) => Some(match origins.iter().find(|(_, o)| &o.name == name) {
@@ -329,8 +348,9 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
     // and the match windows' slack (measured: 11-14 s at the defaults with captures; a
     // message trace waits no reconciliation window). A guess too short
     // costs a stall, after which the source reads further (`SourceConfig::min_ahead_ns`).
-    // A warm start holds `link`'s output back by its warm-up too.
-    let hold_back_ns = 4 * (lateness_ns + reconcile_wait_ns) + 2_000_000_000 + warmup_ns;
+    // A warm start holds `link`'s output back by its warm-up too, while it lasts
+    // (`SourceConfig::warmup_ns`).
+    let hold_back_ns = 4 * (lateness_ns + reconcile_wait_ns) + 2_000_000_000;
     let read_ahead_ns = args.engine.read_ahead.map_or(
         SourceConfig::default().max_ahead_ns.max(hold_back_ns),
         |d| d.as_nanos() as u64,
@@ -344,6 +364,7 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
             lateness_ns,
             pipe_idle: (!args.pipe_idle.is_zero()).then_some(args.pipe_idle),
             min_ahead_ns: hold_back_ns,
+            warmup_ns,
             max_ahead_ns: read_ahead_ns,
             ..SourceConfig::default()
         },

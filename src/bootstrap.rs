@@ -78,6 +78,11 @@ pub struct Bootstrap {
     pub named_traces: bool,
     /// How each input (by position) is read if it is a message trace.
     pub trace_orders: Vec<TraceOrder>,
+    /// When every input is a message-trace file read in its own order (no host's clock
+    /// offset, [`TraceOrder::File`]): how far any row's event time lies at most behind a row
+    /// before it in its file, as the survey of the whole file measured it. The sources need
+    /// no more lateness than that.
+    pub trace_disorder_ns: Option<u64>,
 }
 
 fn content_key(p: &Packet) -> Option<(u64, u32, u32, u32)> {
@@ -259,6 +264,16 @@ pub fn bootstrap(
                 Some(causeway_sources::clocks::HostKey::Name(_))
             )
         });
+    let in_file_order = message_traces_only
+        && surveys.len() == inputs.len()
+        && trace_orders.iter().all(|o| matches!(o, TraceOrder::File));
+    let trace_disorder_ns = in_file_order.then(|| {
+        surveys
+            .iter()
+            .map(|(_, s)| s.disorder_ns)
+            .max()
+            .unwrap_or(0)
+    });
     Ok(Bootstrap {
         alignment,
         homes,
@@ -267,6 +282,7 @@ pub fn bootstrap(
         message_traces_only,
         named_traces,
         trace_orders,
+        trace_disorder_ns,
     })
 }
 

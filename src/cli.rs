@@ -524,7 +524,9 @@ pub struct EngineArgs {
     /// How far behind the newest record the event-time watermark stays. Records older than
     /// that are counted as late (and still used). [default: 2s; 250ms when every input is an
     /// `analyze --live` sniffer: they share this host's clock; 50ms when every input is a
-    /// followed capture directory (--follow)]
+    /// followed capture directory (--follow); when every input is a message-trace file in time
+    /// order (no host's clock offset), how far its rows are out of order, as measured before
+    /// the run, plus 100ms, at most 2s]
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub lateness: Option<Duration>,
     /// How far (event time) the inputs are read ahead of the finished results, at most. More
@@ -563,6 +565,11 @@ pub const LIVE_WINDOW: Duration = Duration::from_millis(250);
 /// The lateness and reconciliation window when every input is a followed capture directory
 /// (`analyze --follow`): its calls come in time order, half a second old, from one host.
 pub const FOLLOW_WINDOW: Duration = Duration::from_millis(50);
+
+/// The lateness beyond a message trace's measured disorder when every input is a message-trace
+/// file in time order: what the clock correction may still move a message by (a few
+/// milliseconds of residual offset on the traces measured), with room to spare.
+pub const TRACE_MARGIN: Duration = Duration::from_millis(100);
 
 /// Replay speed: `max`, or a factor such as `1`, `10x`, `0.5x`.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]

@@ -620,3 +620,67 @@ fn extra_sinks_receive_every_record() {
     assert!(err.contains("exec `exit 4`"), "{err}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A message-trace file in time order is waited out by its measured disorder, not the
+/// default's seconds: a row 700 ms behind the one before it is not late (the lateness is its
+/// disorder plus 100 ms), and one 3 s behind is (the default's 2 s is the most).
+#[test]
+fn a_message_traces_lateness_is_its_measured_disorder() {
+    let dir = scratch("e2e-trace-lateness");
+    let t0: u64 = 1_700_000_000_000_000_000;
+    let write = |name: &str, back_ms: u64| {
+        let mut csv = String::from("send_ns,recv_ns,src,dst\n");
+        for i in 0..400u64 {
+            // Row 350 was stamped `back_ms` before the row before it.
+            let t = if i == 350 {
+                t0 + 349 * 10_000_000 - back_ms * 1_000_000
+            } else {
+                t0 + i * 10_000_000
+            };
+            let (src, dst) = if i % 2 == 0 {
+                ("web", "db")
+            } else {
+                ("db", "web")
+            };
+            csv.push_str(&format!("{t},{},{src},{dst}\n", t + 200_000));
+        }
+        let path = dir.join(name);
+        std::fs::write(&path, csv).unwrap();
+        path.display().to_string()
+    };
+    let near = write("near.csv", 700);
+    let out = Command::new(bin())
+        .args(["analyze", "--format", "jsonl", "--emit", "stats", &near])
+        .env("CAUSEWAY_LOG", "info")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("rows at most 0.700 s out of order): lateness 0.800 s"),
+        "{stderr}"
+    );
+    let records: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let st = stats_of(&records, "near");
+    assert_eq!(
+        (st["records"].as_u64(), st["late"].as_u64()),
+        (Some(400), Some(0)),
+        "{st}"
+    );
+    let far = write("far.csv", 3_000);
+    let records = causeway_jsonl(&["analyze", "--format", "jsonl", "--emit", "stats", &far]);
+    let st = stats_of(&records, "far");
+    assert_eq!(
+        (st["records"].as_u64(), st["late"].as_u64()),
+        (Some(400), Some(1)),
+        "{st}"
+    );
+}

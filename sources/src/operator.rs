@@ -28,7 +28,9 @@
 //!   while its capability is more than `max_ahead_ns` past the probe's frontier, or more
 //!   than `min_ahead_ns` past it with more than `max_in_flight` of its records not through
 //!   the dataflow yet: a fast worker cannot outrun a slow one by more than that much event
-//!   time, and the records in flight stay bounded however fast they come. Both limits are
+//!   time, and the records in flight stay bounded however fast they come. A warm start's
+//!   hold-back (`warmup_ns`) widens `min_ahead_ns` only until the output frontier has passed
+//!   it. Both limits are
 //!   first guesses at the pipeline's hold-back; where the output frontier stands still for a
 //!   second while the source waits, they rise past where the source stands (`HoldBack`),
 //!   so a guess too short costs a stall, never a run that waits for good. Under memory
@@ -77,6 +79,10 @@ pub struct SourceConfig {
     /// that cannot move until it notices the stall (a second) and raises this limit and
     /// `max_ahead_ns`.
     pub min_ahead_ns: Nanos,
+    /// While the output frontier is within this much event time of the first record sent,
+    /// the source may always run this much further ahead: a warm start holds everything
+    /// back until it has seen it, and only then.
+    pub warmup_ns: Nanos,
     /// Beyond `min_ahead_ns`, the most of this worker's records that may be in flight (sent,
     /// and not yet passed by the output frontier).
     pub max_in_flight: u64,
@@ -97,6 +103,7 @@ impl Default for SourceConfig {
             budget: 8192,
             max_ahead_ns: 60_000_000_000,
             min_ahead_ns: 30_000_000_000,
+            warmup_ns: 0,
             max_in_flight: 200_000,
             resume_ns: None,
             pipe_idle: None,
@@ -271,6 +278,10 @@ trait Emit {
 struct HoldBack {
     min_ahead_ns: Nanos,
     max_ahead_ns: Nanos,
+    /// The warm start's extra read-ahead, and until when (event time) it lasts: the first
+    /// record sent plus the warm-up (`None`: nothing sent yet).
+    warmup_ns: Nanos,
+    warm_until: Option<Time>,
     /// While throttled: the output frontier as first seen there, and when.
     watch: Option<(Option<Time>, Instant)>,
 }
@@ -286,7 +297,31 @@ impl HoldBack {
         HoldBack {
             min_ahead_ns: config.min_ahead_ns.min(config.max_ahead_ns),
             max_ahead_ns: config.max_ahead_ns,
+            warmup_ns: config.warmup_ns,
+            warm_until: None,
             watch: None,
+        }
+    }
+
+    /// Notes that a record was sent at `time`: the warm-up lasts from the first.
+    fn sent(&mut self, time: Time) {
+        if self.warm_until.is_none() {
+            self.warm_until = Some(time.saturating_add(self.warmup_ns));
+        }
+    }
+
+    /// How far the source may always read ahead with the output frontier at `frontier`:
+    /// `min_ahead_ns`, and the warm-up's too until the frontier has passed it.
+    fn min_ahead(&self, frontier: Option<Time>) -> Nanos {
+        let warm = match (self.warm_until, frontier) {
+            (Some(until), Some(f)) => f < until,
+            (None, _) => true,
+            (Some(_), None) => false,
+        };
+        if warm {
+            self.min_ahead_ns.saturating_add(self.warmup_ns)
+        } else {
+            self.min_ahead_ns
         }
     }
 
@@ -635,7 +670,8 @@ pub fn read_inputs<'scope>(
                 let (most, min_ahead) = if pressed {
                     (config.max_in_flight / 4, 0)
                 } else {
-                    (config.max_in_flight, hold.min_ahead_ns)
+                    let frontier = probe.with_frontier(|f| f.first().copied());
+                    (config.max_in_flight, hold.min_ahead(frontier))
                 };
                 if ahead(hold.max_ahead_ns) || (in_flight > most && ahead(min_ahead)) {
                     let frontier = probe.with_frontier(|f| f.first().copied());
@@ -676,6 +712,9 @@ pub fn read_inputs<'scope>(
                 merger.emit(&mut sessions)
             };
             let at = *caps_now[0].time();
+            if merger.emitted > 0 {
+                hold.sent(at);
+            }
             match sent_log.back_mut() {
                 Some(last) if last.0 == at => last.1 = merger.emitted,
                 _ => sent_log.push_back((at, merger.emitted)),
@@ -815,6 +854,25 @@ mod tests {
         h.flowing();
         h.throttled(100 * S, Some(88 * S), t0 + HoldBack::STALL);
         assert_eq!(h.min_ahead_ns, 10 * S);
+    }
+
+    #[test]
+    fn the_warm_up_widens_the_read_ahead_until_the_frontier_has_passed_it() {
+        let mut h = HoldBack::new(&SourceConfig {
+            min_ahead_ns: 3 * S,
+            warmup_ns: 2 * S,
+            max_ahead_ns: 60 * S,
+            ..SourceConfig::default()
+        });
+        // Before anything is sent, and while the frontier is within the warm-up.
+        assert_eq!(h.min_ahead(None), 5 * S);
+        h.sent(100 * S);
+        h.sent(105 * S);
+        assert_eq!(h.min_ahead(Some(100 * S)), 5 * S);
+        assert_eq!(h.min_ahead(Some(101 * S)), 5 * S);
+        // Past it (the warm-up counts from the first record sent).
+        assert_eq!(h.min_ahead(Some(102 * S)), 3 * S);
+        assert_eq!(h.min_ahead(None), 3 * S);
     }
 
     /// A live reader that always has one more packet, a millisecond after the last.
