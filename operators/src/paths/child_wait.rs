@@ -139,6 +139,19 @@ impl ChildWaits {
         }
     }
 
+    /// The longest [`ChildWaits::wait`] of any node seen, at most `max_ns` (`max_ns` while
+    /// any node has too little evidence, or none was seen).
+    pub fn longest(&self, max_ns: Time) -> Time {
+        if self.nodes.is_empty() {
+            return max_ns;
+        }
+        self.nodes
+            .values()
+            .map(|d| d.wait.map_or(max_ns, |w| w.min(max_ns)))
+            .max()
+            .unwrap_or(max_ns)
+    }
+
     /// How long after its event time a message into `node` may still get a child, at most
     /// `max_ns`.
     pub fn wait(&self, node: u64, max_ns: Time) -> Time {
@@ -154,6 +167,25 @@ mod tests {
     use super::*;
 
     const MAX: Time = 2_000_000_000;
+
+    #[test]
+    fn the_longest_wait_is_the_maximum_while_any_node_lacks_evidence() {
+        let mut w = ChildWaits::default();
+        assert_eq!(w.longest(MAX), MAX);
+        for _ in 0..100 {
+            w.child(1, 1_000_000);
+        }
+        let one = w.wait(1, MAX);
+        assert!(one < MAX);
+        assert_eq!(w.longest(MAX), one);
+        w.child(2, 5_000_000);
+        assert_eq!(w.longest(MAX), MAX);
+        for _ in 0..100 {
+            w.child(2, 5_000_000);
+        }
+        assert_eq!(w.longest(MAX), w.wait(2, MAX));
+        assert!(w.longest(MAX) > one);
+    }
 
     #[test]
     fn too_little_evidence_waits_the_maximum() {

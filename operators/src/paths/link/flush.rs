@@ -98,7 +98,7 @@ impl Linker {
                     // what it may have followed once they are decided (it is then weighed
                     // again). Without them, a call that followed one of them would be
                     // assigned now to the best of the rest.
-                    let x = self.config.max_delay_ns;
+                    let x = self.horizon_ns;
                     let lo = answers.partition_point(|a| a.0.saturating_add(x) < p.at);
                     let hi = answers.partition_point(|a| a.0 <= p.at);
                     // The weights so far, back to before they were normalised.
@@ -252,7 +252,7 @@ impl Linker {
             conn,
             before_event,
         } = *scan;
-        let x = self.config.max_delay_ns;
+        let x = self.horizon_ns;
         let keep = self.config.max_candidates.max(1);
         let start = candidates.len();
         if let Some(only) = only_from {

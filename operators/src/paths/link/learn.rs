@@ -221,6 +221,9 @@ impl Linker {
                 .filter(|c| c.weight > p_spont)
                 .max_by(|a, b| a.weight.total_cmp(&b.weight).then(b.delay.cmp(&a.delay))),
         };
+        if let Some(c) = best {
+            self.learn_horizon(p.from, c.delay, p.event_ns);
+        }
         let task = p.answers.or_else(|| best.and_then(|c| c.task));
         // A reply: whether its task may be missing a call. Not if the gap from the task's
         // latest message is clean; else as far as its delay is untypical of complete tasks.

@@ -62,6 +62,13 @@ pub(super) struct Linker {
     pub(super) last_expiry: Time,
     /// When [`Linker::expire`] last swept the state.
     pub(super) last_sweep: Time,
+    /// The delays of the causes taken, per sending node: how far back a send's cause may
+    /// lie on this system ([`Linker::horizon_ns`]).
+    pub(super) causes: ChildWaits,
+    /// `x` as learned: how far back a scan looks and what the sweeps keep for
+    /// (`max_delay_ns` until learned); the event time it was last worked out at.
+    pub(super) horizon_ns: Time,
+    pub(super) horizon_at: Time,
     /// Buffers [`Linker::weigh`] reuses from message to message (no allocation per message).
     pub(super) scratch: Scratch,
     /// Buffers of the match windows' rounds.

@@ -30,6 +30,9 @@ impl Linker {
             ports: Ports::with_idle(config.idle_ns),
             last_expiry: 0,
             last_sweep: 0,
+            causes: ChildWaits::default(),
+            horizon_ns: config.max_delay_ns,
+            horizon_at: 0,
             scratch: Scratch::default(),
             matching: Matching::default(),
         }
@@ -54,6 +57,38 @@ impl Linker {
             ports: self.ports,
             ..Linker::new(self.config)
         }
+    }
+
+    /// How long `link` keeps what it received: `2·(x + lateness)`, with `x` as learned
+    /// ([`Linker::horizon_ns`]).
+    pub(super) fn keep_ns(&self) -> Time {
+        // Under memory pressure, at most the cap on both (`shed`).
+        shed::capped(self.horizon_ns)
+            .saturating_add(shed::capped(self.config.lateness_ns))
+            .saturating_mul(2)
+    }
+
+    /// Notes the cause taken for a send of `node` (`delay_ns` before it, at event time
+    /// `event_ns`), and works `x` out again once every [`SWEEP_NS`] of event time: twice the
+    /// longest of the nodes' waits for a child (each twice the 99.9th percentile of its
+    /// causes' delays), at most `max_delay_ns`, and `max_delay_ns` while any sending node
+    /// has too little evidence. It may grow by at most half of what a sweep keeps at a time,
+    /// so that what a scan after a sweep looks for was kept ([`Linker::expire`]); it is
+    /// worked out as sends are decided, in event-time order, so it does not depend on how
+    /// the input was batched.
+    pub(super) fn learn_horizon(&mut self, node: u64, delay_ns: Time, event_ns: Time) {
+        self.causes.child(node, delay_ns);
+        if event_ns < self.horizon_at.saturating_add(SWEEP_NS) {
+            return;
+        }
+        self.horizon_at = event_ns;
+        let max = self.config.max_delay_ns;
+        let learned = self.causes.longest(max).saturating_mul(2).min(max);
+        let grow = self
+            .horizon_ns
+            .saturating_mul(2)
+            .saturating_add(self.config.lateness_ns);
+        self.horizon_ns = learned.min(grow);
     }
 
     // Arrivals come boxed from the reorder buffer; unboxing would copy them.
@@ -172,7 +207,7 @@ impl Linker {
         // A sweep visits every connection and task held: once per `SWEEP_NS` of event time,
         // not at every activation.
         // Under memory pressure the sweeps come as often as what they keep is short.
-        let keep = self.config.keep_ns();
+        let keep = self.keep_ns();
         if linked < self.last_sweep.saturating_add(SWEEP_NS.min(keep.max(1))) {
             return;
         }
@@ -203,7 +238,11 @@ impl Linker {
         // come); an entry is dropped once its newest arrival is far older than any lull.
         self.first_arrival
             .retain(|_, f| f.newest_event.saturating_add(FIRST_ARRIVAL_IDLE_NS) >= linked);
-        self.conns.retain(|_, c| c.expire(keep, before));
+        // A connection's log also tells a persistent connection, by a request within a
+        // quarter of the configured keep before another: that long at least.
+        let conn_keep = keep.max(self.config.keep_ns() / 4);
+        let conn_before = linked.saturating_sub(conn_keep);
+        self.conns.retain(|_, c| c.expire(conn_keep, conn_before));
         self.tasks.retain(|_, t| t.event_ns >= before);
         self.sizes.retain(|_, s| s.1 >= before);
         self.caused.retain(|_, c| c.2 >= before);
