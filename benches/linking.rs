@@ -151,7 +151,9 @@ fn run_size(
     // Patterns in the final report: the latest cumulative line per id, count above 0.
     let mut latest = std::collections::HashMap::new();
     for line in std::fs::read_to_string(&out).unwrap().lines() {
-        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        // A long chain's pattern nests deeper than serde_json's default limit.
+        let v: serde_json::Value =
+            causeway_operators::json::from_slice_nested(line.as_bytes()).unwrap();
         if v["kind"] == "pattern" && v["cumulative"] == true {
             latest.insert(v["id"].to_string(), v["count"].as_u64().unwrap_or(0));
         }

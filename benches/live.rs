@@ -179,7 +179,8 @@ fn read_output(stdout: std::process::ChildStdout) -> Observed {
     for line in BufReader::new(stdout).lines() {
         let Ok(line) = line else { break };
         let read_at = now_ns();
-        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        let v: serde_json::Value =
+            causeway_operators::json::from_slice_nested(line.as_bytes()).unwrap();
         let lag_us = |t: u64| read_at.saturating_sub(t) / 1000;
         match v["kind"].as_str() {
             Some("instance") => {

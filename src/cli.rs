@@ -738,7 +738,9 @@ pub struct AnalyzeArgs {
     /// Linking: the longest a node may hold a message before sending what it caused (WAP5's
     /// x); longer gaps are not causal. A path waits at most this long for more children of a
     /// message; less once its node's children's delays are learned (twice their 99.9th
-    /// percentile), so live paths are reported sooner.
+    /// percentile), so live paths are reported sooner. Linking looks back, and keeps what
+    /// it received, for less too once every sending node's causes are learned (twice the
+    /// longest such wait), so busy systems with short delays need less memory.
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration, help_heading = "Paths")]
     pub max_delay: Duration,
     /// Linking: being spontaneous weighs as much as a delay of Y times the pair's mean delay
