@@ -376,17 +376,26 @@ fn counts_do_not_depend_on_workers_on_a_long_keep_alive_trace() {
     }
 }
 
-/// A `--read-ahead` shorter than the pipeline's hold-back (11-14 s of event time at the
-/// defaults) stalls the results at first: the source notices that the output frontier stands
-/// still while it waits, reads further, and the run ends with the patterns of a run at the
-/// default read-ahead. Before the source watched for stalls, such a run waited for good.
+/// A `--read-ahead` shorter than the pipeline's hold-back (several seconds of event time with
+/// a 2 s lateness, the default but for message traces in time order) stalls the results at
+/// first: the source notices that the output frontier stands still while it waits, reads
+/// further, and the run ends with the patterns of a run at the default read-ahead. Before the
+/// source watched for stalls, such a run waited for good.
 #[test]
 fn a_read_ahead_below_the_hold_back_costs_a_stall_not_the_run() {
     let (dir, names, csv) = multi_tier_trace("paths-read-ahead", 20_000, &["--parallelism", "5"]);
     let out = dir.join("short.jsonl");
     let mut child = std::process::Command::new(bin())
         .args(["analyze", "-v", "--format", "jsonl", "--emit", "patterns"])
-        .args(["--read-ahead", "1s", "--names", &names, "-o"])
+        .args([
+            "--read-ahead",
+            "1s",
+            "--lateness",
+            "2s",
+            "--names",
+            &names,
+            "-o",
+        ])
         .arg(&out)
         .arg(&csv)
         .stderr(std::process::Stdio::piped())
@@ -418,7 +427,16 @@ fn a_read_ahead_below_the_hold_back_costs_a_stall_not_the_run() {
     let short = final_patterns(&records);
     assert!(short.len() > 5, "{} patterns", short.len());
     let default = final_patterns(&causeway_jsonl(&[
-        "analyze", "--format", "jsonl", "--emit", "patterns", "--names", &names, &csv,
+        "analyze",
+        "--format",
+        "jsonl",
+        "--emit",
+        "patterns",
+        "--lateness",
+        "2s",
+        "--names",
+        &names,
+        &csv,
     ]));
     assert_eq!(short, default);
 }
