@@ -72,8 +72,9 @@ impl Linker {
     /// `event_ns`), and works `x` out again once every [`SWEEP_NS`] of event time: twice the
     /// longest of the nodes' waits for a child (each twice the 99.9th percentile of its
     /// causes' delays), at most `max_delay_ns`, and `max_delay_ns` while any sending node
-    /// has too little evidence. It may grow by at most half of what a sweep keeps at a time,
-    /// so that what a scan after a sweep looks for was kept ([`Linker::expire`]); it is
+    /// has too little evidence. It grows to at most twice itself plus the lateness at a time,
+    /// less than what a sweep keeps (`2·(x + lateness)`), so that what a scan after a sweep
+    /// looks for was kept ([`Linker::expire`]); it is
     /// worked out as sends are decided, in event-time order, so it does not depend on how
     /// the input was batched.
     pub(super) fn learn_horizon(&mut self, node: u64, delay_ns: Time, event_ns: Time) {
