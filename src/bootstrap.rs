@@ -264,9 +264,8 @@ pub fn bootstrap(
                 Some(causeway_sources::clocks::HostKey::Name(_))
             )
         });
-    let in_file_order = message_traces_only
-        && surveys.len() == inputs.len()
-        && trace_orders.iter().all(|o| matches!(o, TraceOrder::File));
+    let in_file_order =
+        message_traces_only && trace_orders.iter().all(|o| matches!(o, TraceOrder::File));
     let trace_disorder_ns = in_file_order.then(|| {
         surveys
             .iter()

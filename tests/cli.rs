@@ -649,26 +649,18 @@ fn a_message_traces_lateness_is_its_measured_disorder() {
         path.display().to_string()
     };
     let near = write("near.csv", 700);
+    let args = ["analyze", "--format", "jsonl", "--emit", "stats", &near];
     let out = Command::new(bin())
-        .args(["analyze", "--format", "jsonl", "--emit", "stats", &near])
+        .args(args)
         .env("CAUSEWAY_LOG", "info")
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let records = jsonl_of(&out, &args);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains("rows at most 0.700 s out of order): lateness 0.800 s"),
         "{stderr}"
     );
-    let records: Vec<serde_json::Value> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
     let st = stats_of(&records, "near");
     assert_eq!(
         (st["records"].as_u64(), st["late"].as_u64()),

@@ -667,14 +667,13 @@ pub fn read_inputs<'scope>(
                 // the frontier stands still, so that the watermark, which the stages now
                 // follow closely, keeps moving.
                 let pressed = crate::shed::active();
+                let frontier = probe.with_frontier(|f| f.first().copied());
                 let (most, min_ahead) = if pressed {
                     (config.max_in_flight / 4, 0)
                 } else {
-                    let frontier = probe.with_frontier(|f| f.first().copied());
                     (config.max_in_flight, hold.min_ahead(frontier))
                 };
                 if ahead(hold.max_ahead_ns) || (in_flight > most && ahead(min_ahead)) {
-                    let frontier = probe.with_frontier(|f| f.first().copied());
                     let now = Instant::now();
                     if !(pressed && hold.trickle(frontier, now)) {
                         if !pressed {

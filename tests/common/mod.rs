@@ -28,13 +28,18 @@ pub fn causeway(args: &[&str]) -> Output {
 
 /// Runs causeway and returns its stdout as JSON lines, failing on a non-zero exit.
 pub fn causeway_jsonl(args: &[&str]) -> Vec<serde_json::Value> {
-    let out = causeway(args);
+    jsonl_of(&causeway(args), args)
+}
+
+/// The JSON lines on the stdout of a run of causeway with `args`, failing on a non-zero
+/// exit.
+pub fn jsonl_of(out: &Output, args: &[&str]) -> Vec<serde_json::Value> {
     assert!(
         out.status.success(),
         "causeway {args:?} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    String::from_utf8(out.stdout)
+    std::str::from_utf8(&out.stdout)
         .unwrap()
         .lines()
         .map(|l| {

@@ -142,9 +142,6 @@ impl ChildWaits {
     /// The longest [`ChildWaits::wait`] of any node seen, at most `max_ns` (`max_ns` while
     /// any node has too little evidence, or none was seen).
     pub fn longest(&self, max_ns: Time) -> Time {
-        if self.nodes.is_empty() {
-            return max_ns;
-        }
         self.nodes
             .values()
             .map(|d| d.wait.map_or(max_ns, |w| w.min(max_ns)))

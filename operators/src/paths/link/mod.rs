@@ -320,8 +320,13 @@ impl LinkConfig {
     /// and (a quarter of it) the span that tells a persistent connection. What is kept is
     /// `Linker::keep_ns`, by the learned `x`.
     fn keep_ns(&self) -> Time {
-        // Under memory pressure, at most the cap on both (`shed`).
-        shed::capped(self.max_delay_ns)
+        self.keep_with(self.max_delay_ns)
+    }
+
+    /// `2·(x + lateness)` for a given `x`; under memory pressure, at most the cap on both
+    /// (`shed`).
+    fn keep_with(&self, x_ns: Time) -> Time {
+        shed::capped(x_ns)
             .saturating_add(shed::capped(self.lateness_ns))
             .saturating_mul(2)
     }

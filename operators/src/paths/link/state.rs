@@ -62,10 +62,7 @@ impl Linker {
     /// How long `link` keeps what it received: `2·(x + lateness)`, with `x` as learned
     /// ([`Linker::horizon_ns`]).
     pub(super) fn keep_ns(&self) -> Time {
-        // Under memory pressure, at most the cap on both (`shed`).
-        shed::capped(self.horizon_ns)
-            .saturating_add(shed::capped(self.config.lateness_ns))
-            .saturating_mul(2)
+        self.config.keep_with(self.horizon_ns)
     }
 
     /// Notes the cause taken for a send of `node` (`delay_ns` before it, at event time
