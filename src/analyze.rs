@@ -220,7 +220,7 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
     }
     .as_nanos() as u64;
     // A live run reports as soon as it can; a replay links its first seconds twice.
-    let warmup_ns = args
+    let mut warmup_ns = args
         .warmup
         .unwrap_or(if all_live {
             std::time::Duration::ZERO
@@ -264,6 +264,24 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
                 learned as f64 / 1e9
             );
             lateness_ns = learned;
+        }
+    }
+    // A warm start holds its inputs until it ends: on a busy trace, its first seconds are
+    // millions of messages. Message traces (whose rate the survey measured) learn from the
+    // first `WARMUP_MESSAGES` or so if those come sooner.
+    if let Some(rate) = boot
+        .trace_rate
+        .filter(|_| args.warmup.is_none() && warmup_ns > 0)
+    {
+        let enough = (crate::cli::WARMUP_MESSAGES as f64 / rate * 1e9) as u64;
+        if enough < warmup_ns {
+            tracing::info!(
+                "message traces at {rate:.0} messages per second of event time: a warm start \
+                 of {:.3} s (about {} messages)",
+                enough as f64 / 1e9,
+                crate::cli::WARMUP_MESSAGES
+            );
+            warmup_ns = enough.max(1);
         }
     }
     let reference = match &args.clock_reference {
@@ -344,13 +362,19 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
     let messages_late_ns =
         lateness_ns + reconcile_wait_ns + gap_ns + causeway_operators::conn::DEADLINE_LAG_NS;
     // A first guess at how far the pipeline holds its results back: the source's lateness
-    // and the reconciliation window, each waited out again by `clock`, `link` and `paths`,
-    // and the match windows' slack (measured: 11-14 s at the defaults with captures; a
-    // message trace waits no reconciliation window). A guess too short
-    // costs a stall, after which the source reads further (`SourceConfig::min_ahead_ns`).
-    // A warm start holds `link`'s output back by its warm-up too, while it lasts
-    // (`SourceConfig::warmup_ns`).
-    let hold_back_ns = 4 * (lateness_ns + reconcile_wait_ns) + 2_000_000_000;
+    // and the reconciliation window, each waited out again by `clock`, `link` and `paths`
+    // (measured: 11-14 s at the defaults with captures; a message trace waits no
+    // reconciliation window). A guess too short costs a stall, after which the source reads
+    // further (`SourceConfig::min_ahead_ns`). A warm start holds `link`'s output back by its
+    // warm-up too, while it lasts (`SourceConfig::warmup_ns`), and the pipeline holds back
+    // more while it starts up: the clock correction's first estimates come up to
+    // `LOOK_AHEAD_NS` late, and every learned wait starts at `--max-delay`
+    // (`SourceConfig::startup_ns`: a stall then raises the read-ahead only while it lasts).
+    let hold_back_ns = 4 * (lateness_ns + reconcile_wait_ns);
+    let startup_ns = causeway_operators::clock::LOOK_AHEAD_NS
+        .saturating_add(warmup_ns)
+        .saturating_add(args.max_delay.as_nanos() as u64)
+        .saturating_add(hold_back_ns);
     let read_ahead_ns = args.engine.read_ahead.map_or(
         SourceConfig::default().max_ahead_ns.max(hold_back_ns),
         |d| d.as_nanos() as u64,
@@ -365,6 +389,7 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
             pipe_idle: (!args.pipe_idle.is_zero()).then_some(args.pipe_idle),
             min_ahead_ns: hold_back_ns,
             warmup_ns,
+            startup_ns,
             max_ahead_ns: read_ahead_ns,
             ..SourceConfig::default()
         },

@@ -83,6 +83,9 @@ pub struct Bootstrap {
     /// before it in its file, as the survey of the whole file measured it. The sources need
     /// no more lateness than that.
     pub trace_disorder_ns: Option<u64>,
+    /// When every input is a message-trace file: their rows per second of event time, over
+    /// the span from the earliest row to the latest (raw times, as the survey read them).
+    pub trace_rate: Option<f64>,
 }
 
 fn content_key(p: &Packet) -> Option<(u64, u32, u32, u32)> {
@@ -273,6 +276,22 @@ pub fn bootstrap(
             .max()
             .unwrap_or(0)
     });
+    let trace_rate = message_traces_only
+        .then(|| {
+            let rows: u64 = surveys.iter().map(|(_, s)| s.rows).sum();
+            let first = surveys
+                .iter()
+                .filter_map(|(_, s)| s.span_ns)
+                .map(|s| s.0)
+                .min()?;
+            let last = surveys
+                .iter()
+                .filter_map(|(_, s)| s.span_ns)
+                .map(|s| s.1)
+                .max()?;
+            (last > first).then(|| rows as f64 * 1e9 / (last - first) as f64)
+        })
+        .flatten();
     Ok(Bootstrap {
         alignment,
         homes,
@@ -282,6 +301,7 @@ pub fn bootstrap(
         named_traces,
         trace_orders,
         trace_disorder_ns,
+        trace_rate,
     })
 }
 

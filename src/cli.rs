@@ -534,8 +534,9 @@ pub struct EngineArgs {
     /// inputs. Beyond the pipeline's own hold-back (the seconds that reconciliation, the
     /// clock correction, linking and paths wait for late records), a reader also stops once
     /// 200,000 of its records are in flight. A limit below that hold-back is raised when the
-    /// results are seen to stall (noted at -v). [default: 60s, or more with a long --lateness
-    /// or --reconcile-window]
+    /// results are seen to stall (standing still while the process is idle; noted at -v),
+    /// while the pipeline starts up only until the results have passed where the reader
+    /// stood. [default: 60s, or more with a long --lateness or --reconcile-window]
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub read_ahead: Option<Duration>,
     /// Memory this process should stay under (suffixes K, M, G; 0: no limit). Nearing it,
@@ -570,6 +571,11 @@ pub const FOLLOW_WINDOW: Duration = Duration::from_millis(50);
 /// file in time order: what the clock correction may still move a message by (a few
 /// milliseconds of residual offset on the traces measured), with room to spare.
 pub const TRACE_MARGIN: Duration = Duration::from_millis(100);
+
+/// About how many messages a warm start of message traces learns from at most: its default
+/// two seconds, or the time these take at the traces' rate if shorter (the generator's
+/// multi-tier preset at parallelism 45 sends 190,000 messages in two seconds).
+pub const WARMUP_MESSAGES: u64 = 200_000;
 
 /// Replay speed: `max`, or a factor such as `1`, `10x`, `0.5x`.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -762,8 +768,9 @@ pub struct AnalyzeArgs {
     /// otherwise made while the learned delays have seen little (on Project 5's multi-tier
     /// trace at parallelism 45 the worst per-node delay error fell from 5.8-7.2% to
     /// 4.5-4.8%). At most two million inputs are held (each message counts twice); the
-    /// warm-up ends early when they are reached. `0s` links once, as it comes. [default: 2s;
-    /// 0s when every input is a --live sniffer, which reports as soon as it can]
+    /// warm-up ends early when they are reached. `0s` links once, as it comes. [default: 2s,
+    /// or for message traces the time their first 200,000 messages take if shorter (at their
+    /// mean rate); 0s when every input is a --live sniffer, which reports as soon as it can]
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, help_heading = "Paths")]
     pub warmup: Option<Duration>,
     /// Linking: how each node pair's mean causal delay is estimated.

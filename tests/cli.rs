@@ -624,6 +624,53 @@ fn extra_sinks_receive_every_record() {
 /// A message-trace file in time order is waited out by its measured disorder, not the
 /// default's seconds: a row 700 ms behind the one before it is not late (the lateness is its
 /// disorder plus 100 ms), and one 3 s behind is (the default's 2 s is the most).
+/// A busy message trace's warm start is the time its first 200,000 messages take at its
+/// mean rate when that is less than the default two seconds (the warm start holds what it
+/// covers in memory); a given `--warmup` stands.
+#[test]
+fn a_busy_message_traces_warm_start_is_its_first_messages() {
+    let dir = scratch("e2e-trace-warmup");
+    let t0: u64 = 1_700_000_000_000_000_000;
+    // 1,000 messages per millisecond of event time: a million per second.
+    let mut csv = String::from("send_ns,recv_ns,src,dst\n");
+    for i in 0..20_000u64 {
+        let t = t0 + i * 1_000;
+        let (src, dst) = if i % 2 == 0 {
+            ("web", "db")
+        } else {
+            ("db", "web")
+        };
+        csv.push_str(&format!("{t},{},{src},{dst}\n", t + 200));
+    }
+    let path = dir.join("busy.csv");
+    std::fs::write(&path, csv).unwrap();
+    let path = path.display().to_string();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["analyze", "--format", "jsonl", "--emit", "stats"];
+        args.extend_from_slice(extra);
+        args.push(&path);
+        let out = Command::new(bin())
+            .args(&args)
+            .env("CAUSEWAY_LOG", "info")
+            .output()
+            .unwrap();
+        let records = jsonl_of(&out, &args);
+        let st = stats_of(&records, "busy");
+        assert_eq!(st["records"].as_u64(), Some(20_000), "{st}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let stderr = run(&[]);
+    assert!(
+        stderr.contains(
+            "message traces at 1000050 messages per second of event time: a warm start of \
+             0.200 s (about 200000 messages)"
+        ),
+        "{stderr}"
+    );
+    let stderr = run(&["--warmup", "2s"]);
+    assert!(!stderr.contains("a warm start of"), "{stderr}");
+}
+
 #[test]
 fn a_message_traces_lateness_is_its_measured_disorder() {
     let dir = scratch("e2e-trace-lateness");

@@ -31,9 +31,10 @@
 //!   time, and the records in flight stay bounded however fast they come. A warm start's
 //!   hold-back (`warmup_ns`) widens `min_ahead_ns` only until the output frontier has passed
 //!   it. Both limits are
-//!   first guesses at the pipeline's hold-back; where the output frontier stands still for a
-//!   second while the source waits, they rise past where the source stands (`HoldBack`),
-//!   so a guess too short costs a stall, never a run that waits for good. Under memory
+//!   first guesses at the pipeline's hold-back; where the output frontier stands still while
+//!   the source waits and the process is idle, they rise past where the source stands
+//!   (`HoldBack`; while the pipeline starts up, `startup_ns`, only until the frontier has
+//!   passed there), so a guess too short costs a stall, never a run that waits for good. Under memory
 //!   pressure ([`crate::shed`]) the lateness is at most the governor's cap, at most a quarter
 //!   of `max_in_flight` may be in flight however near the frontier, and while the frontier
 //!   stands still a round is read every 20 ms so that the watermark moves on. Reading ahead
@@ -76,13 +77,18 @@ pub struct SourceConfig {
     pub max_ahead_ns: Nanos,
     /// How far it may always run ahead, whatever is in flight (at most `max_ahead_ns`): at
     /// least how far the pipeline holds its output back, or the source waits for a frontier
-    /// that cannot move until it notices the stall (a second) and raises this limit and
+    /// that cannot move until it notices the stall (the process idle meanwhile) and raises this limit and
     /// `max_ahead_ns`.
     pub min_ahead_ns: Nanos,
     /// While the output frontier is within this much event time of the first record sent,
     /// the source may always run this much further ahead: a warm start holds everything
     /// back until it has seen it, and only then.
     pub warmup_ns: Nanos,
+    /// How long after the first record sent (event time) the pipeline may still be starting
+    /// up (waiting for its first clock estimates, with its learned waits at their maximum): a
+    /// stall before the output frontier has passed that raises the read-ahead only until the
+    /// frontier has passed where the source stood.
+    pub startup_ns: Nanos,
     /// Beyond `min_ahead_ns`, the most of this worker's records that may be in flight (sent,
     /// and not yet passed by the output frontier).
     pub max_in_flight: u64,
@@ -104,6 +110,7 @@ impl Default for SourceConfig {
             max_ahead_ns: 60_000_000_000,
             min_ahead_ns: 30_000_000_000,
             warmup_ns: 0,
+            startup_ns: 0,
             max_in_flight: 200_000,
             resume_ns: None,
             pipe_idle: None,
@@ -269,11 +276,21 @@ trait Emit {
 /// operator that holds its output back further than the source may read ahead would stall
 /// the run for good: the frontier waits on input that the source waits to read. So while
 /// throttled, the source watches the output frontier; if it has not moved for
-/// [`HoldBack::STALL`] of wall time, the dataflow has done what it can with what was read, and
-/// both limits rise past where the source stands (by a quarter, at least a second). A rise
-/// costs one stall; the limits never fall, since a hold-back follows from the configuration,
-/// not from the data. A frontier that stands still that long while the workers are only busy
-/// raises them too, which costs memory, never results.
+/// [`HoldBack::STALL`] of wall time while the process was idle, the dataflow has done what
+/// it can with what was read, and the source may read past where it stands (by a quarter
+/// more, at least [`HoldBack::RAISE_NS`]).
+///
+/// - A stall before the output frontier has passed [`SourceConfig::startup_ns`] is the
+///   pipeline starting up (the clock correction waits for its first estimates, every learned
+///   wait starts at its maximum): that raise lasts only until the frontier has passed where
+///   the source stood (a *boost*), as the warm start's extra read-ahead does until the frontier has passed
+///   the warm-up. Any later stall raises both limits for good: a steady hold-back follows
+///   from the configuration. On a busy trace every second read ahead is the trace's rate in
+///   memory for the rest of the run (at parallelism 200, 620,000 messages per second of
+///   event time, raises at the start had the source 3.4 s ahead and 2.8 GB resident).
+/// - A frontier that stands still while the process is busy (it used at least
+///   [`HoldBack::BUSY`] of a core meanwhile: a warm start's first pass, a backlog being
+///   linked) is not a stall until it has stood still [`HoldBack::STALL_BUSY`].
 #[derive(Debug)]
 struct HoldBack {
     min_ahead_ns: Nanos,
@@ -282,13 +299,30 @@ struct HoldBack {
     /// record sent plus the warm-up (`None`: nothing sent yet).
     warmup_ns: Nanos,
     warm_until: Option<Time>,
-    /// While throttled: the output frontier as first seen there, and when.
-    watch: Option<(Option<Time>, Instant)>,
+    /// The first record sent (`None`: nothing sent yet).
+    first: Option<Time>,
+    /// [`SourceConfig::startup_ns`].
+    startup_ns: Nanos,
+    /// The start-up boost: how far the source may read ahead until the output frontier has
+    /// passed `.1`.
+    boost: Option<(Nanos, Time)>,
+    /// While throttled: the output frontier as first seen there, when, and the process's CPU
+    /// time then (ns).
+    watch: Option<(Option<Time>, Instant, u64)>,
 }
 
 impl HoldBack {
-    /// How long a frontier that does not move while the source waits means a stall.
-    const STALL: Duration = Duration::from_secs(1);
+    /// How long a frontier that does not move while the source waits and the process is
+    /// idle means a stall.
+    const STALL: Duration = Duration::from_millis(250);
+    /// The least a stall raises the limits by (else by a quarter).
+    const RAISE_NS: Nanos = 100_000_000;
+    /// The share of one core the process must have used while the frontier stood still for
+    /// it to be busy rather than stalled: a stalled dataflow's workers only wake to check.
+    const BUSY: f64 = 0.5;
+    /// How long a frontier may stand still while the process is busy before that is taken
+    /// for a stall all the same (a reader or sniffer thread busy beside stalled workers).
+    const STALL_BUSY: Duration = Duration::from_secs(60);
     /// Under memory pressure, how long a frontier that does not move lets the source wait
     /// before it reads another round.
     const TRICKLE: Duration = Duration::from_millis(20);
@@ -299,53 +333,95 @@ impl HoldBack {
             max_ahead_ns: config.max_ahead_ns,
             warmup_ns: config.warmup_ns,
             warm_until: None,
+            first: None,
+            startup_ns: config.startup_ns,
+            boost: None,
             watch: None,
         }
     }
 
     /// Notes that a record was sent at `time`: the warm-up lasts from the first.
     fn sent(&mut self, time: Time) {
-        if self.warm_until.is_none() {
+        if self.first.is_none() {
+            self.first = Some(time);
             self.warm_until = Some(time.saturating_add(self.warmup_ns));
         }
     }
 
+    /// The start-up boost, while the frontier at `frontier` has not passed it.
+    fn boost(&self, frontier: Option<Time>) -> Nanos {
+        match (self.boost, frontier) {
+            (Some((ns, until)), Some(f)) if f < until => ns,
+            _ => 0,
+        }
+    }
+
     /// How far the source may always read ahead with the output frontier at `frontier`:
-    /// `min_ahead_ns`, and the warm-up's too until the frontier has passed it.
+    /// `min_ahead_ns`, and the warm-up's too until the frontier has passed it, or the
+    /// start-up boost while it lasts if that is more.
     fn min_ahead(&self, frontier: Option<Time>) -> Nanos {
         let warm = match (self.warm_until, frontier) {
             (Some(until), Some(f)) => f < until,
             (None, _) => true,
             (Some(_), None) => false,
         };
-        if warm {
+        let min = if warm {
             self.min_ahead_ns.saturating_add(self.warmup_ns)
         } else {
             self.min_ahead_ns
-        }
+        };
+        min.max(self.boost(frontier))
     }
 
-    /// The source is throttled at capability `time` with the output frontier at `frontier`.
-    fn throttled(&mut self, time: Time, frontier: Option<Time>, now: Instant) {
+    /// How far the source may read ahead at most with the output frontier at `frontier`.
+    fn max_ahead(&self, frontier: Option<Time>) -> Nanos {
+        self.max_ahead_ns.max(self.boost(frontier))
+    }
+
+    /// The source is throttled at capability `time` with the output frontier at `frontier`,
+    /// the process having used `cpu_ns` of CPU time so far ([`process_cpu_ns`]).
+    fn throttled(&mut self, time: Time, frontier: Option<Time>, now: Instant, cpu_ns: u64) {
         match self.watch {
-            Some((seen, since)) if seen == frontier => {
-                if now.duration_since(since) < Self::STALL {
+            Some((seen, since, cpu_then)) if seen == frontier => {
+                let still = now.duration_since(since);
+                if still < Self::STALL {
+                    return;
+                }
+                let used = cpu_ns.saturating_sub(cpu_then) as f64;
+                if used >= Self::BUSY * still.as_nanos() as f64 && still < Self::STALL_BUSY {
                     return;
                 }
                 let ahead = frontier.map_or(0, |f| time.saturating_sub(f));
-                let raised = ahead.saturating_add((ahead / 4).max(1_000_000_000));
+                let raised = ahead.saturating_add((ahead / 4).max(Self::RAISE_NS));
+                // The pipeline is starting up.
+                let starting = match (frontier, self.first) {
+                    (Some(f), Some(first)) => f <= first.saturating_add(self.startup_ns),
+                    _ => true,
+                };
                 tracing::info!(
-                    "source: the output frontier stood still for {:?} with the source {:.1} s \
-                     ahead of it; reading up to {:.1} s ahead from now on",
-                    Self::STALL,
+                    "source: the output frontier stood still at {:.2} s into the input for \
+                     {:.1} s (the process used {:.2} s of CPU meanwhile) with the source {:.2} s \
+                     ahead of it; reading up to {:.2} s ahead {}",
+                    frontier.map_or(0, |f| f.saturating_sub(self.first.unwrap_or(f))) as f64 / 1e9,
+                    still.as_secs_f64(),
+                    used / 1e9,
                     ahead as f64 / 1e9,
-                    raised as f64 / 1e9
+                    raised as f64 / 1e9,
+                    if starting {
+                        "until the frontier has passed there (starting up)"
+                    } else {
+                        "from now on"
+                    }
                 );
-                self.min_ahead_ns = self.min_ahead_ns.max(raised);
-                self.max_ahead_ns = self.max_ahead_ns.max(raised);
+                if starting {
+                    self.boost = Some((raised, time));
+                } else {
+                    self.min_ahead_ns = self.min_ahead_ns.max(raised);
+                    self.max_ahead_ns = self.max_ahead_ns.max(raised);
+                }
                 self.watch = None;
             }
-            _ => self.watch = Some((frontier, now)),
+            _ => self.watch = Some((frontier, now, cpu_ns)),
         }
     }
 
@@ -353,15 +429,15 @@ impl HoldBack {
     /// read one round anyway, as the frontier has not moved for [`HoldBack::TRICKLE`].
     fn trickle(&mut self, frontier: Option<Time>, now: Instant) -> bool {
         match self.watch {
-            Some((seen, since)) if seen == frontier => {
+            Some((seen, since, cpu)) if seen == frontier => {
                 let due = now.duration_since(since) >= Self::TRICKLE;
                 if due {
-                    self.watch = Some((frontier, now));
+                    self.watch = Some((frontier, now, cpu));
                 }
                 due
             }
             _ => {
-                self.watch = Some((frontier, now));
+                self.watch = Some((frontier, now, 0));
                 false
             }
         }
@@ -371,6 +447,14 @@ impl HoldBack {
     fn flowing(&mut self) {
         self.watch = None;
     }
+}
+
+/// The CPU time this process has used, in ns (all its threads).
+fn process_cpu_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    (t.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(t.tv_nsec as u64)
 }
 
 /// Merges readers by timestamp and keeps the watermark.
@@ -673,11 +757,11 @@ pub fn read_inputs<'scope>(
                 } else {
                     (config.max_in_flight, hold.min_ahead(frontier))
                 };
-                if ahead(hold.max_ahead_ns) || (in_flight > most && ahead(min_ahead)) {
+                if ahead(hold.max_ahead(frontier)) || (in_flight > most && ahead(min_ahead)) {
                     let now = Instant::now();
                     if !(pressed && hold.trickle(frontier, now)) {
                         if !pressed {
-                            hold.throttled(time, frontier, now);
+                            hold.throttled(time, frontier, now, process_cpu_ns());
                         }
                         activator.activate_after(Duration::from_millis(1));
                         return;
@@ -810,12 +894,42 @@ mod tests {
 
     const S: Nanos = 1_000_000_000;
 
+    /// A hold-back whose first record was sent at 0 s: the frontier has moved since.
     fn hold_back(min_s: u64, max_s: u64) -> HoldBack {
-        HoldBack::new(&SourceConfig {
+        let mut h = HoldBack::new(&SourceConfig {
             min_ahead_ns: min_s * S,
             max_ahead_ns: max_s * S,
             ..SourceConfig::default()
-        })
+        });
+        h.sent(0);
+        h
+    }
+
+    #[test]
+    fn a_stall_while_starting_up_raises_the_limits_until_the_frontier_has_passed_it() {
+        let mut h = HoldBack::new(&SourceConfig {
+            min_ahead_ns: S / 2,
+            max_ahead_ns: S,
+            startup_ns: 2 * S,
+            ..SourceConfig::default()
+        });
+        h.sent(100 * S);
+        let t0 = Instant::now();
+        // The frontier within the start-up, the source 2 s ahead.
+        h.throttled(102 * S, Some(100 * S), t0, 0);
+        h.throttled(102 * S, Some(100 * S), t0 + HoldBack::STALL, 0);
+        assert_eq!((h.min_ahead_ns, h.max_ahead_ns), (S / 2, S));
+        let boosted = 2 * S + S / 2;
+        assert_eq!(h.min_ahead(Some(100 * S)), boosted);
+        assert_eq!(h.max_ahead(Some(101 * S)), boosted);
+        // Past where the source stood: the configured limits again.
+        assert_eq!(h.min_ahead(Some(102 * S)), S / 2);
+        assert_eq!(h.max_ahead(Some(102 * S)), S);
+        // A stall once the frontier has passed the start-up raises them for good.
+        h.throttled(104 * S, Some(103 * S), t0, 0);
+        h.throttled(104 * S, Some(103 * S), t0 + HoldBack::STALL, 0);
+        let raised = S + S / 4;
+        assert_eq!((h.min_ahead_ns, h.max_ahead_ns), (raised, raised));
     }
 
     #[test]
@@ -823,35 +937,62 @@ mod tests {
         let mut h = hold_back(10, 60);
         let t0 = Instant::now();
         // The source waits at 100 s with the output frontier 12 s behind it.
-        h.throttled(100 * S, Some(88 * S), t0);
-        h.throttled(100 * S, Some(88 * S), t0 + HoldBack::STALL / 2);
+        h.throttled(100 * S, Some(88 * S), t0, 0);
+        h.throttled(100 * S, Some(88 * S), t0 + HoldBack::STALL / 2, 0);
         assert_eq!((h.min_ahead_ns, h.max_ahead_ns), (10 * S, 60 * S));
-        h.throttled(100 * S, Some(88 * S), t0 + HoldBack::STALL);
+        h.throttled(100 * S, Some(88 * S), t0 + HoldBack::STALL, 0);
         // 12 s ahead, and a quarter of that again.
         assert_eq!((h.min_ahead_ns, h.max_ahead_ns), (15 * S, 60 * S));
-        // A short hold-back raises by at least a second.
-        let mut h = hold_back(1, 2);
-        h.throttled(10 * S, Some(8 * S), t0);
-        h.throttled(10 * S, Some(8 * S), t0 + HoldBack::STALL);
-        assert_eq!((h.min_ahead_ns, h.max_ahead_ns), (3 * S, 3 * S));
+        // A short hold-back raises by at least `RAISE_NS`.
+        let mut h = hold_back(0, 1);
+        h.throttled(10 * S, Some(10 * S - S / 10), t0, 0);
+        h.throttled(10 * S, Some(10 * S - S / 10), t0 + HoldBack::STALL, 0);
+        let raised = S / 10 + HoldBack::RAISE_NS;
+        assert_eq!((h.min_ahead_ns, h.max_ahead_ns), (raised, S));
+    }
+
+    #[test]
+    fn a_frontier_standing_still_while_the_process_is_busy_is_no_stall_for_a_while() {
+        let mut h = hold_back(10, 60);
+        let t0 = Instant::now();
+        let cpu = |d: Duration| d.as_nanos() as u64;
+        h.throttled(100 * S, Some(88 * S), t0, cpu(Duration::ZERO));
+        // A core busy all along (a warm start's first pass): no raise.
+        let busy = HoldBack::STALL * 3;
+        h.throttled(100 * S, Some(88 * S), t0 + busy, cpu(busy));
+        assert_eq!(h.min_ahead_ns, 10 * S);
+        // Still standing after `STALL_BUSY`, busy or not: raised.
+        let long = HoldBack::STALL_BUSY;
+        h.throttled(100 * S, Some(88 * S), t0 + long, cpu(long));
+        assert_eq!(h.min_ahead_ns, 15 * S);
+        // Idle beside it (a tenth of a core): a stall after `STALL`.
+        let mut h = hold_back(10, 60);
+        h.throttled(100 * S, Some(88 * S), t0, cpu(Duration::ZERO));
+        h.throttled(
+            100 * S,
+            Some(88 * S),
+            t0 + HoldBack::STALL,
+            cpu(HoldBack::STALL / 10),
+        );
+        assert_eq!(h.min_ahead_ns, 15 * S);
     }
 
     #[test]
     fn a_moving_frontier_or_reading_in_between_is_no_stall() {
         let mut h = hold_back(10, 60);
         let t0 = Instant::now();
-        h.throttled(100 * S, Some(88 * S), t0);
+        h.throttled(100 * S, Some(88 * S), t0, 0);
         // The frontier moved: the wait starts again from there.
-        h.throttled(100 * S, Some(89 * S), t0 + HoldBack::STALL / 2);
-        h.throttled(100 * S, Some(89 * S), t0 + HoldBack::STALL);
+        h.throttled(100 * S, Some(89 * S), t0 + HoldBack::STALL / 2, 0);
+        h.throttled(100 * S, Some(89 * S), t0 + HoldBack::STALL, 0);
         assert_eq!(h.min_ahead_ns, 10 * S);
-        h.throttled(100 * S, Some(89 * S), t0 + HoldBack::STALL * 3 / 2);
+        h.throttled(100 * S, Some(89 * S), t0 + HoldBack::STALL * 3 / 2, 0);
         assert_eq!(h.min_ahead_ns, 13_750_000_000);
         // The source read in between two waits.
         let mut h = hold_back(10, 60);
-        h.throttled(100 * S, Some(88 * S), t0);
+        h.throttled(100 * S, Some(88 * S), t0, 0);
         h.flowing();
-        h.throttled(100 * S, Some(88 * S), t0 + HoldBack::STALL);
+        h.throttled(100 * S, Some(88 * S), t0 + HoldBack::STALL, 0);
         assert_eq!(h.min_ahead_ns, 10 * S);
     }
 

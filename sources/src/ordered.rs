@@ -166,6 +166,8 @@ pub struct Survey {
     pub rows: u64,
     /// How far a row's raw time lies at most before that of a row ahead of it in the file.
     pub disorder_ns: Nanos,
+    /// The earliest and the latest raw time of a row (`None`: no row has a time).
+    pub span_ns: Option<(Nanos, Nanos)>,
     /// The file's size (compressed, for gzip), for the progress display.
     file_len: u64,
 }
@@ -184,6 +186,7 @@ pub fn survey(spec: &InputSpec, evidence: &mut Evidence) -> Result<Survey, Input
     let mut orphans = None;
     let mut count = 0u64;
     let (mut newest, mut disorder_ns) = (0, 0);
+    let mut earliest: Option<Nanos> = None;
     loop {
         let at = match rows.advance() {
             Ok(Some(at)) => at,
@@ -203,6 +206,7 @@ pub fn survey(spec: &InputSpec, evidence: &mut Evidence) -> Result<Survey, Input
             if let Some(raw) = send.or(recv) {
                 newest = raw.max(newest);
                 disorder_ns = disorder_ns.max(newest - raw);
+                earliest = Some(earliest.map_or(raw, |e| e.min(raw)));
             }
         }
         match owner {
@@ -226,6 +230,7 @@ pub fn survey(spec: &InputSpec, evidence: &mut Evidence) -> Result<Survey, Input
         end: rows.position(),
         rows: count,
         disorder_ns,
+        span_ns: earliest.map(|e| (e, newest)),
         file_len,
     })
 }

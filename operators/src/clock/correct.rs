@@ -61,7 +61,7 @@ fn remember(history: &mut History, o: ClockOffset) {
 
 /// How far past a message `clock.correct` looks for an estimate when none precedes it (the
 /// first seconds of a domain's evidence); messages wait that long for it.
-const LOOK_AHEAD_NS: Time = 2 * BUCKET_NS;
+pub const LOOK_AHEAD_NS: Time = 2 * BUCKET_NS;
 
 /// `raw` in the reference clock, for a message of event time `at`: with the estimate for the
 /// last second boundary at or before it, else the first one within [`LOOK_AHEAD_NS`] after

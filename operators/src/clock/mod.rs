@@ -49,6 +49,8 @@
 
 pub mod pairwise;
 
+pub use correct::LOOK_AHEAD_NS;
+
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::sync::Arc;
