@@ -31,8 +31,8 @@
 //!   corrected timestamps, each with the estimate for the last second boundary before it (in
 //!   a domain's first seconds, the first estimate after it). Holds each message until the
 //!   estimates up to its time have arrived (the estimates' frontier is past its time plus the
-//!   samples' lateness); one whose domain has no estimate before it yet waits two seconds
-//!   more, for the first one after it. Keeps its capability at the smallest
+//!   samples' lateness); one whose domain has no estimate before it yet waits for the
+//!   domain's first estimate, at most two seconds more. Keeps its capability at the smallest
 //!   event time it holds, so that no message leaves with a time its successors' frontier has
 //!   passed; state: those messages and five minutes of estimates per domain. A message seen
 //!   only in the reference clock (whose offset is zero by definition, and zero in the coarse
