@@ -156,7 +156,7 @@ impl Model {
                     conn: s.conn,
                     arrivals: smallvec::smallvec![(at, s.id, atype, bin)],
                     outstanding: SmallVec::new(),
-                    kids: SmallVec::new(),
+                    kids: Kids::default(),
                     signature: 0,
                     foreign: false,
                 };
@@ -222,7 +222,10 @@ impl Model {
             return;
         };
         if let Some(t) = n.tasks.iter_mut().find(|t| t.id == task) {
-            t.arrivals.push((at, id, atype, bin));
+            // In time order (after those at the same time), so that the latest before a
+            // time is found by halving.
+            let i = t.arrivals.partition_point(|a| a.0 <= at);
+            t.arrivals.insert(i, (at, id, atype, bin));
             t.outstanding.retain(|c| *c != call);
         } else {
             self.tally.calls_without_task += 1;

@@ -72,7 +72,7 @@ impl Model {
                             conn: None,
                             arrivals: smallvec::smallvec![(t, id, atype, bin)],
                             outstanding: SmallVec::new(),
-                            kids: SmallVec::new(),
+                            kids: Kids::default(),
                             signature: 0,
                             foreign: true,
                         },
@@ -110,11 +110,7 @@ impl Model {
             let d = delay(pt, at);
             let score = self.delays.read((ptype, class, d))
                 + self.sizes.read((ptype, class, bin))
-                + self.repeats.read((
-                    t.class,
-                    class,
-                    t.kids.iter().filter(|k| k.1 == class).count(),
-                ))
+                + self.repeats.read((t.class, class, t.kids.of_class(class)))
                 + self.durations.read((t.class, delay(t.opened, at)));
             options.push((i, score, pid, ptype, d, bin));
         }
@@ -169,28 +165,29 @@ impl Model {
         }
         // Columns: (task id, parent id) slots, two copies each (the second at the
         // same-child penalty); a slot a final call of the class holds has only the second.
+        // Up to `MAX_PROVISIONAL` calls of `MAX_CALL_OPTIONS` options each: the slots are
+        // found by a map, not by scanning them.
         let mut slots: Vec<(u64, u64)> = Vec::new();
+        let mut slot_of: FastMap<(u64, u64), usize> = FastMap::default();
         let mut per_call: Vec<SmallVec<[CallOption; 8]>> = Vec::with_capacity(set.len());
         for p in &set {
             let options = self.call_options(node, p.at, class);
             for o in &options {
                 let key = (node.tasks[o.0].id, o.2);
-                if !slots.contains(&key) {
+                slot_of.entry(key).or_insert_with(|| {
                     slots.push(key);
-                }
+                    slots.len() - 1
+                });
             }
             per_call.push(options);
         }
         let chosen: Vec<Option<usize>> = if set.len() == 1 {
             // One call: the best option, or spontaneous.
             let empty = [None];
-            let best = (0..per_call[0].len())
-                .map(|k| {
-                    (
-                        k,
-                        self.conditional(node, class, &set, &per_call, &empty, 0, k),
-                    )
-                })
+            let best = self
+                .conditionals(node, class, &set, &per_call, &empty, 0)
+                .into_iter()
+                .enumerate()
                 .max_by(|a, b| a.1.total_cmp(&b.1))
                 .filter(|b| b.1 > SPONTANEOUS);
             vec![best.map(|b| b.0)]
@@ -200,10 +197,10 @@ impl Model {
                 self.assign.row(COST_OFFSET - SPONTANEOUS);
                 for o in options {
                     let key = (node.tasks[o.0].id, o.2);
-                    let Some(c) = slots.iter().position(|k| *k == key) else {
+                    let Some(&c) = slot_of.get(&key) else {
                         continue;
                     };
-                    let held = node.tasks[o.0].kids.contains(&(o.2, class));
+                    let held = node.tasks[o.0].kids.contains((o.2, class));
                     if !held {
                         self.assign.edge(2 * c, COST_OFFSET - o.1);
                     }
@@ -237,14 +234,8 @@ impl Model {
         // holds (a final one, or one of the set) costs the same-child penalty, and the order
         // prior ranks the tasks still waiting. The choices are then each call's best given
         // the others, and their probabilities say so.
-        let conditional: Vec<SmallVec<[f64; 8]>> = per_call
-            .iter()
-            .enumerate()
-            .map(|(i, options)| {
-                (0..options.len())
-                    .map(|k| self.conditional(node, class, &set, &per_call, &chosen, i, k))
-                    .collect()
-            })
+        let conditional: Vec<SmallVec<[f64; 8]>> = (0..per_call.len())
+            .map(|i| self.conditionals(node, class, &set, &per_call, &chosen, i))
             .collect();
         // Apply: each call into its task, its decision recorded.
         for (((p, options), choice), scores) in
@@ -296,44 +287,40 @@ impl Model {
         i: usize,
         k: usize,
     ) -> f64 {
-        let options = &per_call[i];
-        // A slot: (the task's index in `node.tasks`, the parent's id).
-        let key = |j: usize, c: usize| {
-            let o = per_call[j][c];
-            (o.0, o.2)
+        let joint = Joint {
+            node,
+            class,
+            set,
+            per_call,
+            chosen,
         };
-        let held_by = |slot: (usize, u64), before: Option<(Time, usize)>| {
-            let (ti, pid) = slot;
-            let final_kid = node.tasks[ti].kids.contains(&(pid, class));
-            final_kid
-                || chosen.iter().enumerate().any(|(j, c)| {
-                    j != i
-                        && before.is_none_or(|b| (set[j].at, j) < b)
-                        && c.is_some_and(|c| key(j, c) == slot)
-                })
+        let waiting = joint.waiting(i);
+        joint.score(i, k, &waiting, self.rho_of(class))
+    }
+
+    /// [`Model::conditional`] of call `i` for each of its options: what a call's options
+    /// share (which tasks still wait) is worked out once.
+    pub(super) fn conditionals(
+        &self,
+        node: &Node,
+        class: u64,
+        set: &[Provisional],
+        per_call: &[SmallVec<[CallOption; 8]>],
+        chosen: &[Option<usize>],
+        i: usize,
+    ) -> SmallVec<[f64; 8]> {
+        let joint = Joint {
+            node,
+            class,
+            set,
+            per_call,
+            chosen,
         };
-        let mut score = options[k].1;
-        if held_by(key(i, k), None) {
-            score += SAME_CHILD;
-        }
+        let waiting = joint.waiting(i);
         let rho = self.rho_of(class);
-        if rho < 0.999 {
-            let before = Some((set[i].at, i));
-            let mut rank = 0;
-            let mut n = 0;
-            for c in 0..options.len() {
-                if c == k || !held_by(key(i, c), before) {
-                    if c < k {
-                        rank += 1;
-                    }
-                    n += 1;
-                }
-            }
-            score += order_log_prior(rho, rank, n);
-        } else {
-            score += order_log_prior(1.0, 0, options.len());
-        }
-        score
+        (0..per_call[i].len())
+            .map(|k| joint.score(i, k, &waiting, rho))
+            .collect()
     }
 
     /// The log-likelihood of the choices `chosen` for `set` (`None`: spontaneous).
@@ -404,5 +391,62 @@ impl Model {
                 break;
             }
         }
+    }
+}
+
+/// The calls of a class at a node decided jointly, as [`Model::conditional`] reads them.
+struct Joint<'a> {
+    node: &'a Node,
+    class: u64,
+    set: &'a [Provisional],
+    per_call: &'a [SmallVec<[CallOption; 8]>],
+    chosen: &'a [Option<usize>],
+}
+
+impl Joint<'_> {
+    /// Option `c` of call `j` as a slot: (the task's index in `node.tasks`, the parent's id).
+    fn key(&self, j: usize, c: usize) -> (usize, u64) {
+        let o = self.per_call[j][c];
+        (o.0, o.2)
+    }
+
+    /// Whether `slot` is held, for call `i`: by a final call of the class, or by another
+    /// call of the set as chosen (with `before`, only one sent before it).
+    fn held_by(&self, i: usize, slot: (usize, u64), before: Option<(Time, usize)>) -> bool {
+        let (ti, pid) = slot;
+        self.node.tasks[ti].kids.contains((pid, self.class))
+            || self.chosen.iter().enumerate().any(|(j, c)| {
+                j != i
+                    && before.is_none_or(|b| (self.set[j].at, j) < b)
+                    && c.is_some_and(|c| self.key(j, c) == slot)
+            })
+    }
+
+    /// For each option of call `i`: whether its task still waits for a call of the class
+    /// when `i` was sent (neither a final call nor an earlier one of the set took its slot).
+    fn waiting(&self, i: usize) -> SmallVec<[bool; 16]> {
+        let before = Some((self.set[i].at, i));
+        (0..self.per_call[i].len())
+            .map(|c| !self.held_by(i, self.key(i, c), before))
+            .collect()
+    }
+
+    /// The score of call `i` taking its option `k`: its evidence, the same-child penalty if
+    /// another call of the class holds the slot, and the order prior ranking `k` among the
+    /// tasks still waiting (`waiting`, from [`Joint::waiting`]) and itself.
+    fn score(&self, i: usize, k: usize, waiting: &[bool], rho: f64) -> f64 {
+        let options = &self.per_call[i];
+        let mut score = options[k].1;
+        if self.held_by(i, self.key(i, k), None) {
+            score += SAME_CHILD;
+        }
+        if rho < 0.999 {
+            let rank = waiting[..k].iter().filter(|w| **w).count();
+            let n = waiting.iter().filter(|w| **w).count() + usize::from(!waiting[k]);
+            score += order_log_prior(rho, rank, n);
+        } else {
+            score += order_log_prior(1.0, 0, options.len());
+        }
+        score
     }
 }

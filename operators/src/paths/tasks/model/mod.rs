@@ -174,6 +174,78 @@ const MAX_REFINED: usize = 8;
 /// reads at most ln 2.5).
 const COST_OFFSET: f64 = 1.0;
 
+/// A task's calls, (parent id, class) in the order they joined it, with counts by call and
+/// by class once they are many, so that a lookup costs the same however many a task holds
+/// (a client's task that chains its calls can hold thousands; scanning them made a busy
+/// node-name trace cost minutes).
+#[derive(Clone, Debug, Default)]
+struct Kids {
+    list: SmallVec<[(u64, u64); 4]>,
+    /// Counts by (parent id, class) and by class, kept from [`Kids::INDEX_FROM`] calls on.
+    index: Option<Box<(FastMap<(u64, u64), u32>, FastMap<u64, u32>)>>,
+}
+
+impl Kids {
+    /// Calls from which lookups go through the counts rather than the list.
+    const INDEX_FROM: usize = 16;
+
+    fn push(&mut self, kid: (u64, u64)) {
+        self.list.push(kid);
+        if let Some(index) = self.index.as_mut() {
+            *index.0.entry(kid).or_default() += 1;
+            *index.1.entry(kid.1).or_default() += 1;
+        } else if self.list.len() >= Self::INDEX_FROM {
+            let mut index = (FastMap::default(), FastMap::default());
+            for &k in &self.list {
+                *index.0.entry(k).or_default() += 1;
+                *index.1.entry(k.1).or_default() += 1;
+            }
+            self.index = Some(Box::new(index));
+        }
+    }
+
+    /// Takes out the first occurrence of `kid`, if held.
+    fn remove(&mut self, kid: (u64, u64)) {
+        let Some(i) = self.list.iter().position(|k| *k == kid) else {
+            return;
+        };
+        self.list.remove(i);
+        if let Some(index) = self.index.as_mut() {
+            if let Some(n) = index.0.get_mut(&kid) {
+                *n -= 1;
+                if *n == 0 {
+                    index.0.remove(&kid);
+                }
+            }
+            if let Some(n) = index.1.get_mut(&kid.1) {
+                *n -= 1;
+                if *n == 0 {
+                    index.1.remove(&kid.1);
+                }
+            }
+        }
+    }
+
+    fn contains(&self, kid: (u64, u64)) -> bool {
+        match self.index.as_ref() {
+            Some(index) => index.0.contains_key(&kid),
+            None => self.list.contains(&kid),
+        }
+    }
+
+    /// How many calls of `class` it holds.
+    fn of_class(&self, class: u64) -> usize {
+        match self.index.as_ref() {
+            Some(index) => index.1.get(&class).map_or(0, |n| *n as usize),
+            None => self.list.iter().filter(|k| k.1 == class).count(),
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &(u64, u64)> {
+        self.list.iter()
+    }
+}
+
 /// An open task: a request being served, and what arrived for it since.
 #[derive(Clone, Debug)]
 struct Task {
@@ -188,12 +260,12 @@ struct Task {
     opened: Time,
     conn: Option<u64>,
     /// (receive time, id, arrival type, size class): the request and the answers to its
-    /// calls.
+    /// calls, in time order.
     arrivals: SmallVec<[(Time, u64, u64, u8); 4]>,
     /// Calls awaiting their answers.
     outstanding: SmallVec<[u64; 2]>,
     /// (parent id, class) of every call so far.
-    kids: SmallVec<[(u64, u64); 4]>,
+    kids: Kids,
     /// A multiset hash of the classes of its calls so far.
     signature: u64,
     /// Opened by an answer caused by another connection's message (a queue's job reaching
@@ -202,21 +274,15 @@ struct Task {
 }
 
 impl Task {
-    /// The latest arrival at or before `t`.
+    /// The latest arrival at or before `t` (of several at that time, the last to come).
+    /// `arrivals` is in time order.
     fn latest(&self, t: Time) -> Option<(Time, u64, u64, u8)> {
-        self.arrivals
-            .iter()
-            .filter(|a| a.0 <= t)
-            .max_by_key(|a| a.0)
-            .copied()
+        let i = self.arrivals.partition_point(|a| a.0 <= t);
+        i.checked_sub(1).map(|i| self.arrivals[i])
     }
 
     fn newest(&self) -> Time {
-        self.arrivals
-            .iter()
-            .map(|a| a.0)
-            .max()
-            .unwrap_or(self.opened)
+        self.arrivals.last().map_or(self.opened, |a| a.0)
     }
 }
 

@@ -75,9 +75,7 @@ pub(super) fn assign_call(node: &mut Node, id: u64, ti: usize, pid: u64, class: 
 /// Takes call `id` of `class` out of task `tid`, where it had parent `pid`.
 pub(super) fn unassign(node: &mut Node, id: u64, tid: u64, pid: u64, class: u64) {
     if let Some(task) = node.tasks.iter_mut().find(|t| t.id == tid) {
-        if let Some(k) = task.kids.iter().position(|k| *k == (pid, class)) {
-            task.kids.remove(k);
-        }
+        task.kids.remove((pid, class));
         task.signature = task.signature.wrapping_sub(signature_of(class));
         task.outstanding.retain(|c| *c != id);
     }

@@ -271,7 +271,7 @@ impl Model {
         let task = node.tasks.remove(ti);
         if !task.foreign {
             let mut calls: SmallVec<[(u64, usize); 4]> = SmallVec::new();
-            for &(_, c) in &task.kids {
+            for &(_, c) in task.kids.iter() {
                 match calls.iter_mut().find(|x| x.0 == c) {
                     Some(x) => x.1 += 1,
                     None => calls.push((c, 1)),
