@@ -44,7 +44,9 @@
 //!   most recent arrivals (for cross-task causes, at most 80 ms back) and at most 16
 //!   provisional calls per class; the learned evidence, bounded by the number of types and
 //!   halved past its memory; the roles of node pairs without a kind.
-//!   During the warm-up, the held messages. Memory follows the message rate times the
+//!   During the warm-up, the held messages: what the source reads ahead of the frontier
+//!   (its read-ahead bounds them; a cut at a count held would make what is learned depend
+//!   on timing). Memory follows the message rate times the
 //!   lateness, and the requests in flight. Under memory pressure
 //!   ([`causeway_sources::shed`]) the lateness, and the idle time after which an open task
 //!   expires, are at most the governor's cap, and the warm-up ends at once.
@@ -308,8 +310,6 @@ impl Linker {
             (Some(c), Some(s)) if c >= s.saturating_add(self.config.warmup_ns) => {
                 Some(s.saturating_add(self.config.warmup_ns))
             }
-            // Far more held than learned from: the source reads far ahead of the frontier.
-            (Some(c), Some(_)) if w.len() >= 4 * max => Some(c),
             // Under memory pressure the messages held are the first to go (`shed`).
             (Some(c), Some(_)) if shed::active() => {
                 shed::note(shed::Stage::Warmup, w.len() as u64);
