@@ -130,3 +130,67 @@ fn open_tasks_are_forgotten_after_the_timeout() {
     assert_eq!(m.open_tasks(), 1);
     assert_eq!(m.expired(), 1);
 }
+
+/// A task's calls answer lookups by call and by class alike before and after they are many
+/// enough to be counted (`Kids::INDEX_FROM`), through additions and removals.
+#[test]
+fn a_tasks_calls_are_found_however_many_it_holds() {
+    let mut kids = Kids::default();
+    let mut list: Vec<(u64, u64)> = Vec::new();
+    let check = |kids: &Kids, list: &[(u64, u64)]| {
+        for parent in 0..8 {
+            for class in 0..4 {
+                assert_eq!(
+                    kids.contains((parent, class)),
+                    list.contains(&(parent, class))
+                );
+            }
+        }
+        for class in 0..4 {
+            assert_eq!(
+                kids.of_class(class),
+                list.iter().filter(|k| k.1 == class).count()
+            );
+        }
+        assert!(kids.iter().copied().eq(list.iter().copied()));
+    };
+    for i in 0..3 * Kids::INDEX_FROM as u64 {
+        let kid = (i % 7, i % 3);
+        kids.push(kid);
+        list.push(kid);
+        check(&kids, &list);
+        if i % 5 == 4 {
+            // Takes out the first occurrence, as the list does.
+            let gone = (i % 7, (i + 1) % 3);
+            kids.remove(gone);
+            if let Some(p) = list.iter().position(|k| *k == gone) {
+                list.remove(p);
+            }
+            check(&kids, &list);
+        }
+    }
+    assert!(kids.index.is_some());
+}
+
+/// A task's latest arrival before a time is the last of those at or before it, arrivals
+/// kept in time order.
+#[test]
+fn a_tasks_latest_arrival_is_the_last_before_the_time() {
+    let task = Task {
+        id: 1,
+        caller: 0,
+        class: 0,
+        opened: 10,
+        conn: None,
+        arrivals: smallvec::smallvec![(10, 1, 0, 0), (20, 2, 0, 0), (20, 3, 0, 0), (30, 4, 0, 0)],
+        outstanding: SmallVec::new(),
+        kids: Kids::default(),
+        signature: 0,
+        foreign: false,
+    };
+    assert_eq!(task.latest(5), None);
+    assert_eq!(task.latest(10).map(|a| a.1), Some(1));
+    assert_eq!(task.latest(25).map(|a| a.1), Some(3));
+    assert_eq!(task.latest(99).map(|a| a.1), Some(4));
+    assert_eq!(task.newest(), 30);
+}
