@@ -181,9 +181,12 @@ const COST_OFFSET: f64 = 1.0;
 #[derive(Clone, Debug, Default)]
 struct Kids {
     list: SmallVec<[(u64, u64); 4]>,
-    /// Counts by (parent id, class) and by class, kept from [`Kids::INDEX_FROM`] calls on.
-    index: Option<Box<(FastMap<(u64, u64), u32>, FastMap<u64, u32>)>>,
+    /// Kept from [`Kids::INDEX_FROM`] calls on.
+    index: Option<Box<KidCounts>>,
 }
+
+/// Counts of a task's calls by (parent id, class), and by class.
+type KidCounts = (FastMap<(u64, u64), u32>, FastMap<u64, u32>);
 
 impl Kids {
     /// Calls from which lookups go through the counts rather than the list.
