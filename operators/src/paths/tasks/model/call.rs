@@ -185,7 +185,8 @@ impl Model {
             // One call: the best option, or spontaneous.
             let empty = [None];
             let best = self
-                .conditionals(node, class, &set, &per_call, &empty, 0)
+                .joint(node, class, &set, &per_call, &empty)
+                .conditionals(0)
                 .into_iter()
                 .enumerate()
                 .max_by(|a, b| a.1.total_cmp(&b.1))
@@ -234,9 +235,9 @@ impl Model {
         // holds (a final one, or one of the set) costs the same-child penalty, and the order
         // prior ranks the tasks still waiting. The choices are then each call's best given
         // the others, and their probabilities say so.
-        let conditional: Vec<SmallVec<[f64; 8]>> = (0..per_call.len())
-            .map(|i| self.conditionals(node, class, &set, &per_call, &chosen, i))
-            .collect();
+        let joint = self.joint(node, class, &set, &per_call, &chosen);
+        let conditional: Vec<SmallVec<[f64; 8]>> =
+            (0..per_call.len()).map(|i| joint.conditionals(i)).collect();
         // Apply: each call into its task, its decision recorded.
         for (((p, options), choice), scores) in
             set.iter_mut().zip(&per_call).zip(chosen).zip(&conditional)
@@ -272,55 +273,24 @@ impl Model {
         node.provisional.insert(class, set);
     }
 
-    /// The score of call `i` of `set` taking its option `k`, the others as `chosen`: its
-    /// learned delay, the same-child penalty if another call of the class holds the slot,
-    /// and the order prior over the tasks still waiting for a call of the class when it was
-    /// sent (those whose slot neither a final call nor an earlier one of `set` took).
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn conditional(
+    /// The calls `set` of `class` at `node`, with their options and the choices `chosen`,
+    /// as [`Joint`] scores them.
+    fn joint<'a>(
         &self,
-        node: &Node,
+        node: &'a Node,
         class: u64,
-        set: &[Provisional],
-        per_call: &[SmallVec<[CallOption; 8]>],
-        chosen: &[Option<usize>],
-        i: usize,
-        k: usize,
-    ) -> f64 {
-        let joint = Joint {
+        set: &'a [Provisional],
+        per_call: &'a [SmallVec<[CallOption; 8]>],
+        chosen: &'a [Option<usize>],
+    ) -> Joint<'a> {
+        Joint {
             node,
             class,
             set,
             per_call,
             chosen,
-        };
-        let waiting = joint.waiting(i);
-        joint.score(i, k, &waiting, self.rho_of(class))
-    }
-
-    /// [`Model::conditional`] of call `i` for each of its options: what a call's options
-    /// share (which tasks still wait) is worked out once.
-    pub(super) fn conditionals(
-        &self,
-        node: &Node,
-        class: u64,
-        set: &[Provisional],
-        per_call: &[SmallVec<[CallOption; 8]>],
-        chosen: &[Option<usize>],
-        i: usize,
-    ) -> SmallVec<[f64; 8]> {
-        let joint = Joint {
-            node,
-            class,
-            set,
-            per_call,
-            chosen,
-        };
-        let waiting = joint.waiting(i);
-        let rho = self.rho_of(class);
-        (0..per_call[i].len())
-            .map(|k| joint.score(i, k, &waiting, rho))
-            .collect()
+            rho: self.rho_of(class),
+        }
     }
 
     /// The log-likelihood of the choices `chosen` for `set` (`None`: spontaneous).
@@ -332,11 +302,12 @@ impl Model {
         per_call: &[SmallVec<[CallOption; 8]>],
         chosen: &[Option<usize>],
     ) -> f64 {
+        let joint = self.joint(node, class, set, per_call, chosen);
         chosen
             .iter()
             .enumerate()
             .map(|(i, c)| match c {
-                Some(k) => self.conditional(node, class, set, per_call, chosen, i, *k),
+                Some(k) => joint.conditional(i, *k),
                 None => SPONTANEOUS,
             })
             .sum()
@@ -394,13 +365,16 @@ impl Model {
     }
 }
 
-/// The calls of a class at a node decided jointly, as [`Model::conditional`] reads them.
+/// The calls of a class at a node decided jointly: their scores given one another's
+/// choices.
 struct Joint<'a> {
     node: &'a Node,
     class: u64,
     set: &'a [Provisional],
     per_call: &'a [SmallVec<[CallOption; 8]>],
     chosen: &'a [Option<usize>],
+    /// The class's order prior.
+    rho: f64,
 }
 
 impl Joint<'_> {
@@ -431,10 +405,26 @@ impl Joint<'_> {
             .collect()
     }
 
-    /// The score of call `i` taking its option `k`: its evidence, the same-child penalty if
-    /// another call of the class holds the slot, and the order prior ranking `k` among the
-    /// tasks still waiting (`waiting`, from [`Joint::waiting`]) and itself.
-    fn score(&self, i: usize, k: usize, waiting: &[bool], rho: f64) -> f64 {
+    /// The score of call `i` of the set taking its option `k`, the others as chosen: its
+    /// learned delay, the same-child penalty if another call of the class holds the slot,
+    /// and the order prior over the tasks still waiting for a call of the class when it was
+    /// sent (those whose slot neither a final call nor an earlier one of the set took).
+    fn conditional(&self, i: usize, k: usize) -> f64 {
+        self.score(i, k, &self.waiting(i))
+    }
+
+    /// [`Joint::conditional`] of call `i` for each of its options: which tasks still wait
+    /// is worked out once.
+    fn conditionals(&self, i: usize) -> SmallVec<[f64; 8]> {
+        let waiting = self.waiting(i);
+        (0..self.per_call[i].len())
+            .map(|k| self.score(i, k, &waiting))
+            .collect()
+    }
+
+    /// [`Joint::conditional`], with `waiting` from [`Joint::waiting`].
+    fn score(&self, i: usize, k: usize, waiting: &[bool]) -> f64 {
+        let rho = self.rho;
         let options = &self.per_call[i];
         let mut score = options[k].1;
         if self.held_by(i, self.key(i, k), None) {
