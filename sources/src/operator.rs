@@ -427,17 +427,19 @@ impl HoldBack {
 
     /// Under memory pressure, throttled with the output frontier at `frontier`: whether to
     /// read one round anyway, as the frontier has not moved for [`HoldBack::TRICKLE`].
-    fn trickle(&mut self, frontier: Option<Time>, now: Instant) -> bool {
+    /// `cpu_ns` as for [`HoldBack::throttled`], so that a stall watched on from here is
+    /// judged by the CPU used since.
+    fn trickle(&mut self, frontier: Option<Time>, now: Instant, cpu_ns: u64) -> bool {
         match self.watch {
-            Some((seen, since, cpu)) if seen == frontier => {
+            Some((seen, since, _)) if seen == frontier => {
                 let due = now.duration_since(since) >= Self::TRICKLE;
                 if due {
-                    self.watch = Some((frontier, now, cpu));
+                    self.watch = Some((frontier, now, cpu_ns));
                 }
                 due
             }
             _ => {
-                self.watch = Some((frontier, now, 0));
+                self.watch = Some((frontier, now, cpu_ns));
                 false
             }
         }
@@ -759,9 +761,10 @@ pub fn read_inputs<'scope>(
                 };
                 if ahead(hold.max_ahead(frontier)) || (in_flight > most && ahead(min_ahead)) {
                     let now = Instant::now();
-                    if !(pressed && hold.trickle(frontier, now)) {
+                    let cpu_ns = process_cpu_ns();
+                    if !(pressed && hold.trickle(frontier, now, cpu_ns)) {
                         if !pressed {
-                            hold.throttled(time, frontier, now, process_cpu_ns());
+                            hold.throttled(time, frontier, now, cpu_ns);
                         }
                         activator.activate_after(Duration::from_millis(1));
                         return;
@@ -930,6 +933,18 @@ mod tests {
         h.throttled(104 * S, Some(103 * S), t0 + HoldBack::STALL, 0);
         let raised = S + S / 4;
         assert_eq!((h.min_ahead_ns, h.max_ahead_ns), (raised, raised));
+    }
+
+    /// A frontier watched while under memory pressure, still standing once the pressure is
+    /// over, is judged by the CPU used since it was last watched, not since the process began.
+    #[test]
+    fn a_stall_watched_from_under_pressure_is_judged_by_the_cpu_used_since() {
+        let mut h = hold_back(10, 60);
+        let t0 = Instant::now();
+        let cpu = 3_600 * S;
+        assert!(!h.trickle(Some(88 * S), t0, cpu));
+        h.throttled(100 * S, Some(88 * S), t0 + HoldBack::STALL, cpu);
+        assert_eq!((h.min_ahead_ns, h.max_ahead_ns), (15 * S, 60 * S));
     }
 
     #[test]
