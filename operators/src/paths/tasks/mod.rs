@@ -19,8 +19,11 @@
 //!   its calls are for its type, the order in which the system takes up waiting tasks,
 //!   sizes, how many calls of a class tasks make and how long they last (a task that lost
 //!   its reply to another stops taking calls), and coincidences against a time-shifted null
-//!   (a reply caused by another task's arrival: a queue's pop answered when a push comes
-//!   in). Where each message's role comes from: the input's `kind` (`call`/`request` asks,
+//!   (a reply caused by another caller's request that came while its task waited: a
+//!   queue's pop answered when a push comes in; and a client's call caused by such a reply,
+//!   a worker's call for the job its pop brought, but not by an answer to the client's own
+//!   requests, which a closed-loop client's next request also follows beyond chance).
+//!   Where each message's role comes from: the input's `kind` (`call`/`request` asks,
 //!   `return`/`response` answers, `message` is one-way); else the ports (a message to a
 //!   fixed port asks, [`Ports`]); else, for names, which of two nodes spoke to the other
 //!   first. Roles are told in event-time order as departures are taken in, so they do not

@@ -201,9 +201,11 @@ impl Model {
             .map(|c| c.0);
         self.join(node, call, at, id, atype, bin);
         if let Some(n) = self.nodes.get_mut(&node) {
+            // A foreign answer is marked so even where its call was made in a task: a
+            // worker's pop made after one job brings the next.
             let task = match (task, foreign) {
-                (Some(t), _) => t,
-                (None, true) => FOREIGN,
+                (_, true) => FOREIGN,
+                (Some(t), false) => t,
                 (None, false) => 0,
             };
             remember(n, (at, id, atype, bin, task));

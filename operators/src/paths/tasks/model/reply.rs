@@ -207,8 +207,17 @@ impl Model {
                 .coincidence
                 .read((mix(o.3, CROSS_TYPE), class, o.4))
                 .max(MIN_OWN);
+            // Another caller's request may cause the reply (a push answering a pop, a
+            // publish a subscription), one that came while the task waited: after its
+            // latest arrival. A request of the reply's own caller still waiting is one of
+            // the tasks the reply may close, weighed as such above, not a cross cause.
             for &(id, ctype, d, task) in &real {
-                if id == o.2 || task == own {
+                if id == o.2
+                    || task == own
+                    || d >= o.4
+                    || task != id
+                    || node.tasks.iter().any(|t| t.id == task && t.caller == s.dst)
+                {
                     continue;
                 }
                 let p = self.others.read((ctype, class, d));

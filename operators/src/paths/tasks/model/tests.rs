@@ -194,3 +194,60 @@ fn a_tasks_latest_arrival_is_the_last_before_the_time() {
     assert_eq!(task.latest(99).map(|a| a.1), Some(4));
     assert_eq!(task.newest(), 30);
 }
+
+/// A worker (a client: it serves nothing) holds a job another task's arrival opened. The
+/// answer to the call it made for the job stays in the job, but the worker's next call, which
+/// follows that answer beyond chance (as a closed-loop client's next request follows its
+/// answers), is not made in the job: only an arrival another task caused opens or continues
+/// a client's task. The answer to the worker's next pop, which another task caused (the
+/// queue's next job), is that kind of arrival even though the pop was made in the job, and
+/// the call after it is made in a task.
+#[test]
+fn a_clients_calls_join_a_task_only_after_another_tasks_arrival() {
+    const W: u64 = 4;
+    let ms = 1_000_000;
+    let (answer_type, job_type, class) = (7, 8, 9);
+    let mut m = Model::new(ModelConfig::default());
+    // Learned: calls of `class` follow answers and jobs 1 ms before them, never by chance.
+    for _ in 0..100 {
+        m.coincidence.observe(
+            class,
+            &[
+                (mix(answer_type, CROSS_TYPE), ms as i64),
+                (mix(job_type, CROSS_TYPE), ms as i64),
+            ],
+            &[],
+        );
+    }
+    let node = m.nodes.entry(W).or_default();
+    remember(node, (0, 50, job_type, 0, FOREIGN));
+    insert_task(
+        node,
+        Task {
+            id: 50,
+            caller: 0,
+            class: 0,
+            opened: 0,
+            conn: None,
+            arrivals: smallvec::smallvec![(0, 50, job_type, 0)],
+            outstanding: SmallVec::new(),
+            kids: Kids::default(),
+            signature: 0,
+            foreign: true,
+        },
+    );
+    assign_call(node, 51, 0, 50, class, ms);
+    m.answer(W, 51, false, 10 * ms, 52, answer_type, 0);
+    assert_eq!(m.nodes[&W].recent.back().map(|r| r.4), Some(50));
+    let next = seen(53, W, B, Role::Request, 11 * ms, 12 * ms);
+    assert!(m.client_call(&next, 11 * ms, class).is_some(), "chained");
+    // The pop, made in the job; its answer is the next job.
+    assign_call(m.nodes.get_mut(&W).unwrap(), 54, 0, 52, class, 11 * ms);
+    m.answer(W, 54, true, 15 * ms, 55, job_type, 0);
+    assert_eq!(m.nodes[&W].recent.back().map(|r| r.4), Some(FOREIGN));
+    let call = seen(56, W, B, Role::Request, 16 * ms, 17 * ms);
+    assert!(
+        m.client_call(&call, 16 * ms, class).is_none(),
+        "not in the job"
+    );
+}
