@@ -14,11 +14,12 @@ use super::*;
 #[derive(Clone, Debug, Default)]
 pub struct Delays {
     /// (arrival type, departure class) -> counts per bin.
-    hist: FastMap<(u64, u64), [f32; BINS]>,
-    /// Departure class -> its decisions counted, the arrival types seen with it, and the
-    /// sum of its decisions' bins, weighed (over the count, the class's mean log-delay,
-    /// where its densities are read at the scale of its bins).
-    pub(super) class: FastMap<u64, (f32, Vec<u64>, f32)>,
+    hist: FastMap<(u64, u64), Hist>,
+    /// Departure class -> its decisions counted, the arrival types seen with it, the sum
+    /// of its decisions' bins, weighed (over the count, the class's mean log-delay, where
+    /// its densities are read at the scale of its bins), and that scale in µs (worked out
+    /// as the class learns, not at every read).
+    pub(super) class: FastMap<u64, (f32, Vec<u64>, f32, f64)>,
     /// The timestamps' resolution, learned from the delays counted.
     grid: Grid,
     /// Decisions a class remembers: past twice this many, its counts are halved.
@@ -38,11 +39,15 @@ impl Delays {
     /// `ptype` `delay_ns` before it. A departure's options are counted with their posterior
     /// probabilities (with nothing learned, `1/n` each: Project 5's scoreboard).
     pub fn add(&mut self, ptype: u64, class: u64, delay_ns: i64, w: f32) {
-        let h = self.hist.entry((ptype, class)).or_insert([0.0; BINS]);
+        let h = self.hist.entry((ptype, class)).or_insert_with(Hist::new);
         let b = bin(delay_ns);
-        h[b] += w;
+        h.counts[b] += w;
+        h.update();
         self.grid.add(delay_ns);
-        let entry = self.class.entry(class).or_insert((0.0, Vec::new(), 0.0));
+        let entry = self
+            .class
+            .entry(class)
+            .or_insert((0.0, Vec::new(), 0.0, 1.0));
         if !entry.1.contains(&ptype) {
             entry.1.push(ptype);
         }
@@ -52,10 +57,16 @@ impl Delays {
             entry.2 /= 2.0;
             for t in &entry.1 {
                 if let Some(h) = self.hist.get_mut(&(*t, class)) {
-                    h.iter_mut().for_each(|c| *c /= 2.0);
+                    h.counts.iter_mut().for_each(|c| *c /= 2.0);
+                    h.update();
                 }
             }
         }
+        entry.3 = if entry.0 > 0.0 {
+            BIN_RATIO.powf(f64::from(entry.2 / entry.0))
+        } else {
+            1.0
+        };
     }
 
     /// The log-likelihood that a departure of `class` was caused by an arrival of `ptype`
@@ -67,15 +78,18 @@ impl Delays {
     /// mean log-delay, where it equals the share of a bin, so that it weighs against the
     /// fixed scores (a spontaneous departure) as the share did.
     pub fn log_p(&self, ptype: u64, class: u64, delay_ns: i64) -> f64 {
-        self.log_density(self.hist.get(&(ptype, class)), class, delay_ns)
+        self.log_density(
+            self.hist.get(&(ptype, class)).map(|h| &h.counts),
+            class,
+            delay_ns,
+            bin(delay_ns),
+        )
     }
 
     /// [`Delays::log_p`] from the type's histogram, if any.
-    fn log_density(&self, hist: Option<&[f32; BINS]>, class: u64, delay_ns: i64) -> f64 {
-        let (total, centre) = self.class.get(&class).map_or((0.0, 0.0), |c| (c.0, c.2));
+    fn log_density(&self, hist: Option<&[f32; BINS]>, class: u64, delay_ns: i64, b: usize) -> f64 {
+        let (total, reference_us) = self.class.get(&class).map_or((0.0, 1.0), |c| (c.0, c.3));
         let scale = if total > 0.0 {
-            let centre = centre / total;
-            let reference_us = BIN_RATIO.powf(f64::from(centre));
             let d_us = (delay_ns as f64 / 1000.0)
                 .max(self.grid.resolution_us())
                 .max(1.0);
@@ -84,7 +98,7 @@ impl Delays {
             1.0
         };
         let v = hist.map_or(0.0, |h| {
-            let b = bin(delay_ns) as isize;
+            let b = b as isize;
             KERNEL
                 .iter()
                 .enumerate()
@@ -106,17 +120,12 @@ impl Delays {
     /// delay's density over its survival (competing risks: every other task is still open).
     pub fn log_hazard(&self, ptype: u64, class: u64, delay_ns: i64) -> f64 {
         let hist = self.hist.get(&(ptype, class));
-        let p = self.log_density(hist, class, delay_ns);
-        let Some(h) = hist else {
-            return p;
-        };
         let b = bin(delay_ns);
-        let mass: f32 = h.iter().sum();
-        if mass <= 0.0 {
-            return p;
+        let p = self.log_density(hist.map(|h| &h.counts), class, delay_ns, b);
+        match hist {
+            Some(h) => p - h.log_survival[b],
+            None => p,
         }
-        let longer: f32 = h[b + 1..].iter().sum::<f32>() + 0.5 * h[b];
-        p - f64::from((longer / mass).max(SURVIVAL_FLOOR)).ln()
     }
 
     /// For debugging: per (arrival type, departure class), its total count and the delay
@@ -126,6 +135,7 @@ impl Delays {
             .hist
             .iter()
             .map(|(&(t, c), h)| {
+                let h = &h.counts;
                 let (b, _) = h
                     .iter()
                     .enumerate()
@@ -146,6 +156,39 @@ impl Delays {
     /// Whether nothing was learned.
     pub fn is_empty(&self) -> bool {
         self.hist.is_empty()
+    }
+}
+
+/// One (arrival type, departure class)'s delays: counts per bin, and the log share of them
+/// longer than each bin (its middle), which every option of every call reads and only a
+/// decision changes.
+#[derive(Clone, Debug)]
+struct Hist {
+    counts: [f32; BINS],
+    /// Per bin, the log of the share of the counts above it and half its own (at least
+    /// [`SURVIVAL_FLOOR`]); 0 while there are none.
+    log_survival: [f64; BINS],
+}
+
+impl Hist {
+    fn new() -> Self {
+        Hist {
+            counts: [0.0; BINS],
+            log_survival: [0.0; BINS],
+        }
+    }
+
+    /// Works the log survival out again after the counts changed.
+    fn update(&mut self) {
+        let mass: f32 = self.counts.iter().sum();
+        for b in 0..BINS {
+            self.log_survival[b] = if mass <= 0.0 {
+                0.0
+            } else {
+                let longer: f32 = self.counts[b + 1..].iter().sum::<f32>() + 0.5 * self.counts[b];
+                f64::from((longer / mass).max(SURVIVAL_FLOOR)).ln()
+            };
+        }
     }
 }
 

@@ -81,8 +81,23 @@ fn fade(n: &mut f32, memory: f32) -> bool {
 /// fall in the first bin).
 fn bin(delay_ns: i64) -> usize {
     let us = (delay_ns as f64 / 1000.0).max(1.0);
-    ((us.ln() / BIN_RATIO.ln()) as usize).min(BINS - 1)
+    // The last edge `BIN_RATIO^k` at or below `us`, started from the power of two below it
+    // (its exponent's bits) and stepped to: no logarithm and no search on this hot path
+    // (every option of every call reads several bins).
+    let exponent = ((us.to_bits() >> 52) & 0x7ff) as f64 - 1023.0;
+    let mut b = ((exponent / BIN_RATIO.log2()) as usize).min(BINS - 1);
+    while b > 0 && EDGES[b] > us {
+        b -= 1;
+    }
+    while b + 1 < BINS && EDGES[b + 1] <= us {
+        b += 1;
+    }
+    b
 }
+
+/// The lower edges of the bins in µs (`BIN_RATIO^k`, `EDGES[0]` = 1).
+static EDGES: std::sync::LazyLock<[f64; BINS]> =
+    std::sync::LazyLock::new(|| std::array::from_fn(|k| BIN_RATIO.powi(k as i32)));
 
 /// A delay in ns between two local timestamps (`to` − `from`), negative when `to` is earlier.
 pub fn delay(from: Time, to: Time) -> i64 {

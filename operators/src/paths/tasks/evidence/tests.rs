@@ -68,7 +68,7 @@ fn delays_fade_but_keep_their_shape() {
     for _ in 0..1000 {
         d.add(1, 10, 2_000_000, 1.0);
     }
-    let (n, _, _) = d.class[&10].clone();
+    let (n, _, _, _) = d.class[&10].clone();
     assert!(n <= 20.0, "{n}");
     assert!(d.log_p(1, 10, 2_000_000) > d.log_p(1, 10, 200_000_000) + 3.0);
 }
@@ -193,4 +193,28 @@ fn delays_written_to_the_millisecond_are_not_read_finer() {
     }
     let diff = e.log_p(1, 10, 1_000) - e.log_p(1, 10, 1_000_000);
     assert!((diff - 1000f64.ln()).abs() < 0.7, "{diff}");
+}
+
+/// The bins found from the edges are the logarithm's, `floor(log_1.4(µs))`, but where a
+/// delay lies within rounding of an edge; below 1 µs the first, past the last edge the last.
+#[test]
+fn a_delays_bin_is_its_logarithms() {
+    let mut d = 1.0_f64;
+    let mut checked = 0;
+    while d < 1e15 {
+        let ns = d as i64;
+        let us = (ns as f64 / 1000.0).max(1.0);
+        let exact = us.ln() / BIN_RATIO.ln();
+        if (exact - exact.round()).abs() > 1e-9 {
+            assert_eq!(bin(ns), (exact as usize).min(BINS - 1), "{ns} ns");
+            checked += 1;
+        }
+        d *= 1.013;
+    }
+    assert!(checked > 2000);
+    assert_eq!(bin(-5), 0);
+    assert_eq!(bin(999), 0);
+    assert_eq!(bin(1_000), 0);
+    assert_eq!(bin(1_400), 1);
+    assert_eq!(bin(i64::MAX), BINS - 1);
 }
