@@ -112,7 +112,14 @@ impl Model {
             let Some((pt, pid, ptype, bin)) = t.latest(at) else {
                 continue;
             };
-            if at.saturating_sub(pt) > config.max_delay_ns {
+            // A task another task's arrival opened takes a call only within the cross
+            // window of its latest arrival, as the call's own test (`client_call`) looks.
+            let reach = if t.foreign {
+                CROSS_WINDOW_NS
+            } else {
+                config.max_delay_ns
+            };
+            if at.saturating_sub(pt) > reach {
                 continue;
             }
             let d = delay(pt, at);

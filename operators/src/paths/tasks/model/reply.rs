@@ -323,7 +323,9 @@ impl Model {
         }
     }
 
-    /// Forgets what is older than `task_timeout_ns` before each node's newest local time.
+    /// Forgets what is older than `task_timeout_ns` before each node's newest local time,
+    /// and the tasks another task's arrival opened once idle (`max_delay_ns`; the cross
+    /// window once their calls are answered).
     pub fn expire(&mut self) {
         // Under memory pressure, at most the governor's cap (`shed`).
         let timeout = shed::capped(self.config.task_timeout_ns);
@@ -340,8 +342,13 @@ impl Model {
                 .filter_map(|p| p.task.map(|t| t.0))
                 .collect();
             let idle = node.newest.saturating_sub(max_delay);
+            // A task another task's arrival opened takes no call past the cross window
+            // (`Model::call_options`): idle once its calls are answered and that is over.
+            let quiet = node.newest.saturating_sub(CROSS_WINDOW_NS);
             node.tasks.retain(|t| {
-                (t.newest() >= before && !(t.foreign && t.newest() < idle)) || held.contains(&t.id)
+                let idle = t.foreign
+                    && (t.newest() < idle || (t.newest() < quiet && t.outstanding.is_empty()));
+                (t.newest() >= before && !idle) || held.contains(&t.id)
             });
             expired += (n - node.tasks.len()) as u64;
             node.calls.retain(|_, (_, t)| *t >= before);
