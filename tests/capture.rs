@@ -8,21 +8,30 @@
 
 mod common;
 
+use std::collections::BTreeSet;
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use common::*;
 
-/// A free loopback port (bound, then released).
+/// A free loopback port (bound, then released), never one handed to another test of this
+/// run: the tests run at once, and two servers told the same port leave one test talking to
+/// the other's server (a test once saw curl refused after its own server failed to bind).
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    static GIVEN: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if GIVEN.lock().unwrap().insert(port) {
+            return port;
+        }
+    }
 }
 
 /// Waits (at most 10 s) until something accepts on `port`.
@@ -359,13 +368,18 @@ fn a_log_cut_short_is_read_up_to_the_damage() {
         .spawn()
         .unwrap();
     wait_for(port);
+    // What answered was this test's server, not another that had the port.
+    assert!(
+        server.try_wait().unwrap().is_none(),
+        "python3 -m http.server on {port} exited"
+    );
     let url = format!("http://127.0.0.1:{port}/a.txt");
     // One curl process making 10 requests: one log.
     let urls: Vec<&str> = std::iter::repeat_n(url.as_str(), 10).collect();
     let out = capture(
         &cap,
         "curl",
-        &[&["-s", "--max-time", "5"], urls.as_slice()].concat(),
+        &[&["-sS", "--max-time", "5"], urls.as_slice()].concat(),
     )
     .output()
     .unwrap();
