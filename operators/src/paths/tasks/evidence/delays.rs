@@ -15,11 +15,8 @@ use super::*;
 pub struct Delays {
     /// (arrival type, departure class) -> counts per bin.
     hist: FastMap<(u64, u64), Hist>,
-    /// Departure class -> its decisions counted, the arrival types seen with it, the sum
-    /// of its decisions' bins, weighed (over the count, the class's mean log-delay, where
-    /// its densities are read at the scale of its bins), and that scale in µs (worked out
-    /// as the class learns, not at every read).
-    pub(super) class: FastMap<u64, (f32, Vec<u64>, f32, f64)>,
+    /// Departure class -> what it learned in all.
+    pub(super) class: FastMap<u64, ClassTotals>,
     /// The timestamps' resolution, learned from the delays counted.
     grid: Grid,
     /// Decisions a class remembers: past twice this many, its counts are halved.
@@ -44,26 +41,23 @@ impl Delays {
         h.counts[b] += w;
         h.update();
         self.grid.add(delay_ns);
-        let entry = self
-            .class
-            .entry(class)
-            .or_insert((0.0, Vec::new(), 0.0, 1.0));
-        if !entry.1.contains(&ptype) {
-            entry.1.push(ptype);
+        let entry = self.class.entry(class).or_insert_with(ClassTotals::new);
+        if !entry.types.contains(&ptype) {
+            entry.types.push(ptype);
         }
-        entry.0 += w;
-        entry.2 += w * b as f32;
-        if fade(&mut entry.0, self.memory) {
-            entry.2 /= 2.0;
-            for t in &entry.1 {
+        entry.count += w;
+        entry.bin_sum += w * b as f32;
+        if fade(&mut entry.count, self.memory) {
+            entry.bin_sum /= 2.0;
+            for t in &entry.types {
                 if let Some(h) = self.hist.get_mut(&(*t, class)) {
                     h.counts.iter_mut().for_each(|c| *c /= 2.0);
                     h.update();
                 }
             }
         }
-        entry.3 = if entry.0 > 0.0 {
-            BIN_RATIO.powf(f64::from(entry.2 / entry.0))
+        entry.scale_us = if entry.count > 0.0 {
+            BIN_RATIO.powf(f64::from(entry.bin_sum / entry.count))
         } else {
             1.0
         };
@@ -88,7 +82,10 @@ impl Delays {
 
     /// [`Delays::log_p`] from the type's histogram, if any.
     fn log_density(&self, hist: Option<&[f32; BINS]>, class: u64, delay_ns: i64, b: usize) -> f64 {
-        let (total, reference_us) = self.class.get(&class).map_or((0.0, 1.0), |c| (c.0, c.3));
+        let (total, reference_us) = self
+            .class
+            .get(&class)
+            .map_or((0.0, 1.0), |c| (c.count, c.scale_us));
         let scale = if total > 0.0 {
             let d_us = (delay_ns as f64 / 1000.0)
                 .max(self.grid.resolution_us())
@@ -140,7 +137,7 @@ impl Delays {
                     .iter()
                     .enumerate()
                     .fold((0, 0.0f32), |a, (i, &x)| if x > a.1 { (i, x) } else { a });
-                let total = self.class.get(&c).map_or(0.0, |x| x.0);
+                let total = self.class.get(&c).map_or(0.0, |x| x.count);
                 (t, c, h.iter().sum(), BIN_RATIO.powi(b as i32), total)
             })
             .collect();
@@ -156,6 +153,31 @@ impl Delays {
     /// Whether nothing was learned.
     pub fn is_empty(&self) -> bool {
         self.hist.is_empty()
+    }
+}
+
+/// What a departure class learned in all.
+#[derive(Clone, Debug)]
+pub(super) struct ClassTotals {
+    /// Its decisions counted (weighed).
+    pub(super) count: f32,
+    /// The arrival types seen with it.
+    types: Vec<u64>,
+    /// The sum of its decisions' bins, weighed: over the count, the class's mean log-delay,
+    /// where its densities are read at the scale of its bins.
+    bin_sum: f32,
+    /// That scale in µs, worked out as the class learns (not at every read).
+    scale_us: f64,
+}
+
+impl ClassTotals {
+    fn new() -> Self {
+        ClassTotals {
+            count: 0.0,
+            types: Vec::new(),
+            bin_sum: 0.0,
+            scale_us: 1.0,
+        }
     }
 }
 

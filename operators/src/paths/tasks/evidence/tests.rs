@@ -68,7 +68,7 @@ fn delays_fade_but_keep_their_shape() {
     for _ in 0..1000 {
         d.add(1, 10, 2_000_000, 1.0);
     }
-    let (n, _, _, _) = d.class[&10].clone();
+    let n = d.class[&10].count;
     assert!(n <= 20.0, "{n}");
     assert!(d.log_p(1, 10, 2_000_000) > d.log_p(1, 10, 200_000_000) + 3.0);
 }

@@ -10,7 +10,9 @@ impl Model {
     /// chance ([`Coincidence`]: a worker's call after the job its pop brought) and one of
     /// them, within the cross window, is an answer another task's arrival caused (marked
     /// `FOREIGN`), in which case that arrival opens a task at the client (nothing replies
-    /// to it; it ends when idle for `max_delay_ns`) and the call is decided in it. The
+    /// to it; it takes calls within the cross window of its latest arrival, and ends when
+    /// idle past it with its calls answered, or for `max_delay_ns`) and the call is decided
+    /// in it. The
     /// answers to the calls made in such a task do not count: a closed-loop client's next
     /// request follows its answers beyond chance too, and one such task would take every
     /// later request of the client (on a node-name trace of the generator's multi-tier
@@ -112,14 +114,7 @@ impl Model {
             let Some((pt, pid, ptype, bin)) = t.latest(at) else {
                 continue;
             };
-            // A task another task's arrival opened takes a call only within the cross
-            // window of its latest arrival, as the call's own test (`client_call`) looks.
-            let reach = if t.foreign {
-                CROSS_WINDOW_NS
-            } else {
-                config.max_delay_ns
-            };
-            if at.saturating_sub(pt) > reach {
+            if at.saturating_sub(pt) > t.reach_ns(config.max_delay_ns) {
                 continue;
             }
             let d = delay(pt, at);

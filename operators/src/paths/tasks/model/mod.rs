@@ -287,6 +287,17 @@ impl Task {
     fn newest(&self) -> Time {
         self.arrivals.last().map_or(self.opened, |a| a.0)
     }
+
+    /// How long after its latest arrival the task may still take a call: `max_delay_ns`, or
+    /// for a task another task's arrival opened the cross window, as far as
+    /// [`Model::client_call`] looks for that arrival.
+    fn reach_ns(&self, max_delay_ns: Time) -> Time {
+        if self.foreign {
+            CROSS_WINDOW_NS
+        } else {
+            max_delay_ns
+        }
+    }
 }
 
 /// A call not yet final: what deciding it again needs.

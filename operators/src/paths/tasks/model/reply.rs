@@ -342,13 +342,15 @@ impl Model {
                 .filter_map(|p| p.task.map(|t| t.0))
                 .collect();
             let idle = node.newest.saturating_sub(max_delay);
-            // A task another task's arrival opened takes no call past the cross window
-            // (`Model::call_options`): idle once its calls are answered and that is over.
-            let quiet = node.newest.saturating_sub(CROSS_WINDOW_NS);
+            // A task another task's arrival opened takes no call past its reach
+            // (`Task::reach_ns`): done once its calls are answered and that is over.
+            let newest = node.newest;
             node.tasks.retain(|t| {
-                let idle = t.foreign
-                    && (t.newest() < idle || (t.newest() < quiet && t.outstanding.is_empty()));
-                (t.newest() >= before && !idle) || held.contains(&t.id)
+                let done = t.foreign
+                    && (t.newest() < idle
+                        || (t.newest().saturating_add(t.reach_ns(max_delay)) < newest
+                            && t.outstanding.is_empty()));
+                (t.newest() >= before && !done) || held.contains(&t.id)
             });
             expired += (n - node.tasks.len()) as u64;
             node.calls.retain(|_, (_, t)| *t >= before);
