@@ -156,14 +156,16 @@ impl Paths {
     pub(super) fn prefetch_roots(&self) {
         if let Some(e) = self
             .pending
-            .get(PREFETCH_FAR)
+            .iter()
+            .nth(PREFETCH_FAR)
             .and_then(|r| self.entries.get(&r.2))
         {
             prefetch(e);
         }
         if let Some(e) = self
             .pending
-            .get(PREFETCH_NEAR)
+            .iter()
+            .nth(PREFETCH_NEAR)
             .and_then(|r| self.entries.get(&r.2))
         {
             prefetch::<Message>(&e.m);
@@ -177,11 +179,11 @@ impl Paths {
 
     /// Finishes the roots that are ready at `now` (all of them when `now` is `None`).
     pub(super) fn finish_roots(&mut self, now: Option<Time>, out: &mut Vec<PathRecord>) {
-        while let Some(&(ready, root_id, root)) = self.pending.front() {
+        while let Some(&(ready, root_id, root)) = self.pending.first() {
             if now.is_some_and(|n| ready >= n) {
                 break;
             }
-            self.pending.pop_front();
+            self.pending.pop_first();
             self.prefetch_roots();
             let Some(root_ns) = self.entries.get(&root).map(|e| e.event_ns) else {
                 continue;

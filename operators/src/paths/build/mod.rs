@@ -83,7 +83,6 @@ use crate::paths::child_wait::ChildWaits;
 use crate::paths::link::{Linked, ONE, Prob};
 use crate::paths::pattern::PatternNode;
 use crate::ports::Ports;
-use crate::recent::partition_point_from_back;
 use crate::reorder::{Reorder, prefetch};
 use crate::tcp::problem::Carried;
 
@@ -326,7 +325,7 @@ impl<'scope> BuildPaths<'scope> for Stream<'scope, Time, Vec<Linked>> {
                     config,
                     entries: Slots::default(),
                     orphans: FastMap::default(),
-                    pending: VecDeque::new(),
+                    pending: BTreeSet::new(),
                     pending_roots: BTreeSet::new(),
                     ports: Ports::default(),
                     patterns: FastMap::default(),
@@ -373,7 +372,7 @@ impl<'scope> BuildPaths<'scope> for Stream<'scope, Time, Vec<Linked>> {
                         let snap = paths.next_snapshot;
                         let msg_ready = next_msg.filter(|t| now.is_none_or(|n| *t < n));
                         if let Some(t) = msg_ready {
-                            if paths.pending.front().is_some_and(|(r, _, _)| *r <= t)
+                            if paths.pending.first().is_some_and(|(r, _, _)| *r <= t)
                                 && snap.is_none_or(|s| s > t)
                             {
                                 paths.finish_roots(Some(t.saturating_add(1)), &mut out);
