@@ -359,8 +359,16 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
             args.message_gap.as_nanos() as u64,
         )
     };
-    let messages_late_ns =
-        lateness_ns + reconcile_wait_ns + gap_ns + causeway_operators::conn::DEADLINE_LAG_NS;
+    // How late a message may reach `link` and `paths`: the sources' lateness, and where
+    // messages come out of windowed operators (folding, reconciliation), their windows and
+    // how late after its deadline such an operator looks at a key. A message trace's rows
+    // pass through none of them.
+    let deadline_lag_ns = if traces_only {
+        0
+    } else {
+        causeway_operators::conn::DEADLINE_LAG_NS
+    };
+    let messages_late_ns = lateness_ns + reconcile_wait_ns + gap_ns + deadline_lag_ns;
     // A first guess at how far the pipeline holds its results back: the source's lateness
     // and the reconciliation window, each waited out again by `clock`, `link` and `paths`
     // (measured: 11-14 s at the defaults with captures; a message trace waits no

@@ -149,6 +149,14 @@ impl ChildWaits {
             .unwrap_or(max_ns)
     }
 
+    /// How long after its event time a message must be kept for a late child to still find
+    /// it: twice the longest wait ([`ChildWaits::longest`]), at most `max_ns`. Twice, so that
+    /// a child later than any wait learned so far is still seen and counted, and a wait can
+    /// grow to twice itself at a time.
+    pub fn keep(&self, max_ns: Time) -> Time {
+        self.longest(max_ns).saturating_mul(2).min(max_ns)
+    }
+
     /// How long after its event time a message into `node` may still get a child, at most
     /// `max_ns`.
     pub fn wait(&self, node: u64, max_ns: Time) -> Time {
@@ -182,6 +190,30 @@ mod tests {
         }
         assert_eq!(w.longest(MAX), w.wait(2, MAX));
         assert!(w.longest(MAX) > one);
+    }
+
+    #[test]
+    fn clients_counted_as_one_node_let_messages_go_long_before_the_maximum() {
+        // A server whose children come within 1 ms, and 500 client endpoints that each
+        // receive 4 answers and send nothing caused.
+        let learn = |client: &dyn Fn(u64) -> u64| {
+            let mut w = ChildWaits::default();
+            for _ in 0..200 {
+                w.arrival(1);
+                w.child(1, 1_000_000);
+            }
+            for c in 0..500 {
+                for _ in 0..4 {
+                    w.arrival(client(c));
+                }
+            }
+            w.keep(MAX)
+        };
+        // Each endpoint on its own never has the evidence: messages are kept the maximum.
+        assert_eq!(learn(&|c| 100 + c), MAX);
+        // One key for every client: kept twice the server's wait.
+        let kept = learn(&|_| 100);
+        assert!(kept <= 8_000_000, "{kept}");
     }
 
     #[test]

@@ -61,8 +61,12 @@ impl Paths {
         self.pending.insert((ready, root_id, slot));
     }
 
-    /// How long after its newest message a path tree may still grow: the longest a node
-    /// holds a message and the lateness; under memory pressure at most the cap (`shed`).
+    /// How long `paths` keeps a message after its event time, unless an unfinished root
+    /// before it holds it: twice the longest wait for children learned of any receiver (at
+    /// most `max_delay_ns`; `max_delay_ns` while a receiver has too little evidence), and the
+    /// lateness. Twice, so that a child later than the wait learned so far still finds its
+    /// parent and is counted: a wait can grow to twice itself at a time, as `link`'s horizon
+    /// does. Under memory pressure at most the cap (`shed`).
     pub(super) fn settle(&self) -> Time {
         shed::capped(self.unshed_settle())
     }
@@ -80,8 +84,8 @@ impl Paths {
 
     /// [`Self::settle`] without the cap.
     pub(super) fn unshed_settle(&self) -> Time {
-        self.config
-            .max_delay_ns
+        self.waits
+            .keep(self.config.max_delay_ns)
             .saturating_add(self.config.lateness_ns)
     }
 
@@ -99,15 +103,20 @@ impl Paths {
         let t = l.message.event_ns;
         self.newest_ns = self.newest_ns.max(t);
         let keys = l.keys;
-        self.ports.observe(
+        let ends = self.ports.observe_message(
             &l.message.src_endpoint,
             &l.message.dst_endpoint,
             keys.0,
             keys.1,
             t,
         );
+        let wait_key = if ends.dst_client {
+            crate::paths::link::CLIENT_KEY
+        } else {
+            keys.1
+        };
         let slot = self.entries.base + self.entries.len() as u64;
-        self.waits.arrival(keys.1);
+        self.waits.arrival(wait_key);
         for &(p, q) in &l.parents {
             match self
                 .entries
@@ -117,7 +126,7 @@ impl Paths {
                 Some(e) => {
                     e.children.push((slot, q));
                     if l.best == Some(p) {
-                        self.waits.child(e.keys.1, t.saturating_sub(e.event_ns));
+                        self.waits.child(e.wait_key, t.saturating_sub(e.event_ns));
                     }
                 }
                 // The parent's event time (its sender's clock, coarsely aligned) may fall
@@ -132,7 +141,7 @@ impl Paths {
             .unwrap_or_default();
         let s = f64::from(l.spontaneous) / f64::from(ONE);
         if decide(s, l.best.is_none()) != Decision::False {
-            self.judge_at(t.saturating_add(self.wait_after(keys.1)), l.id, slot);
+            self.judge_at(t.saturating_add(self.wait_after(wait_key)), l.id, slot);
             self.pending_roots.insert((t, l.id));
         }
         self.entries.push(Entry {
@@ -144,6 +153,7 @@ impl Paths {
             spontaneous: l.spontaneous,
             typical: l.typical,
             keys,
+            wait_key,
         });
         self.next_snapshot
             .get_or_insert((t / self.config.every_ns + 1) * self.config.every_ns);
@@ -158,7 +168,7 @@ impl Paths {
         let Some(r) = self.entries.get(&root) else {
             return 0;
         };
-        let mut newest = r.event_ns.saturating_add(self.wait_after(r.keys.1));
+        let mut newest = r.event_ns.saturating_add(self.wait_after(r.wait_key));
         let (mut seen, mut stack) = std::mem::take(&mut self.reach_scratch);
         seen.clear();
         stack.clear();
@@ -180,7 +190,7 @@ impl Paths {
                     continue;
                 }
                 seen.push(c);
-                newest = newest.max(ce.event_ns.saturating_add(self.wait_after(ce.keys.1)));
+                newest = newest.max(ce.event_ns.saturating_add(self.wait_after(ce.wait_key)));
                 stack.push(c);
             }
         }

@@ -22,6 +22,10 @@ pub(super) struct Entry {
     pub(super) typical: Prob,
     /// [`node_key`](crate::paths::link::node_key)s of the sender and receiver.
     pub(super) keys: (u64, u64),
+    /// Whose learned wait for children its receiver reads ([`Paths::wait_after`]): the
+    /// receiver's key, or one key shared by every client (a client's endpoints are many
+    /// nodes of one kind, each too rarely seen to learn from alone).
+    pub(super) wait_key: u64,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
