@@ -149,6 +149,11 @@ impl ChildWaits {
             .unwrap_or(max_ns)
     }
 
+    /// Whether `node`'s wait is learned (else [`ChildWaits::wait`] is the maximum).
+    pub fn knows(&self, node: u64) -> bool {
+        self.nodes.get(&node).is_some_and(|d| d.wait.is_some())
+    }
+
     /// How long after its event time a message must be kept for a late child to still find
     /// it: twice the longest wait ([`ChildWaits::longest`]), at most `max_ns`. Twice, so that
     /// a child later than any wait learned so far is still seen and counted, and a wait can

@@ -141,7 +141,16 @@ impl Paths {
             .unwrap_or_default();
         let s = f64::from(l.spontaneous) / f64::from(ONE);
         if decide(s, l.best.is_none()) != Decision::False {
-            self.judge_at(t.saturating_add(self.wait_after(wait_key)), l.id, slot);
+            // A receiver whose wait is not learned yet (a run's first messages) would hold
+            // the root, and every message after it, for the maximum: it is looked at once
+            // the lateness has passed, and put off then only as far as the waits learned by
+            // that time say ([`Paths::settled_at`]).
+            let look = if self.waits.knows(wait_key) {
+                self.wait_after(wait_key)
+            } else {
+                shed::capped(self.config.lateness_ns)
+            };
+            self.judge_at(t.saturating_add(look), l.id, slot);
             self.pending_roots.insert((t, l.id));
         }
         self.entries.push(Entry {
