@@ -481,7 +481,8 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
                 // The deadline buckets' lag kept here even for message traces: with the
                 // lateness 134 ms shorter, the task linker's memory on the p20 node-name
                 // trace (4.7 M messages) rose through the run, 389 -> 443 MB at the peak,
-                // and why is not found (docs/notes/2026-12-01-paths-memory-at-200.md).
+                // while the task linker's own tables stayed flat: what grew is not found
+                // (docs/notes/2026-12-01-paths-memory-at-200.md).
                 lateness_ns: messages_late_ns + causeway_operators::conn::DEADLINE_LAG_NS,
                 // The task linker learns from its first 20,000 messages, waiting for them
                 // up to two minutes of event time (a quiet trace reaches them late).
