@@ -359,16 +359,18 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
             args.message_gap.as_nanos() as u64,
         )
     };
-    // How late a message may reach `link` and `paths`: the sources' lateness, and where
-    // messages come out of windowed operators (folding, reconciliation), their windows and
-    // how late after its deadline such an operator looks at a key. A message trace's rows
-    // pass through none of them.
-    let deadline_lag_ns = if traces_only {
-        0
+    // How late a message may reach the linkers: the sources' lateness, and where messages
+    // come out of windowed operators (folding, reconciliation), their windows and how late
+    // after its deadline such an operator looks at a key. A message trace's rows pass
+    // through none of them, and `link` does not wait out the deadlines' lag for them (the
+    // task linker does: see its configuration below).
+    let messages_late_ns =
+        lateness_ns + reconcile_wait_ns + gap_ns + causeway_operators::conn::DEADLINE_LAG_NS;
+    let link_late_ns = if traces_only {
+        messages_late_ns - causeway_operators::conn::DEADLINE_LAG_NS
     } else {
-        causeway_operators::conn::DEADLINE_LAG_NS
+        messages_late_ns
     };
-    let messages_late_ns = lateness_ns + reconcile_wait_ns + gap_ns + deadline_lag_ns;
     // A first guess at how far the pipeline holds its results back: the source's lateness
     // and the reconciliation window, each waited out again by `clock`, `link` and `paths`
     // (measured: 11-14 s at the defaults with captures; a message trace waits no
@@ -467,7 +469,7 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
                 DelayModelArg::Exponential => DelayModel::Exponential,
                 DelayModelArg::Learned => DelayModel::Learned,
             },
-            lateness_ns: messages_late_ns,
+            lateness_ns: link_late_ns,
             match_window_ns: args.match_window.as_nanos() as u64,
             warmup_ns,
             ..LinkConfig::default()
@@ -483,7 +485,7 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
                 // trace (4.7 M messages) rose through the run, 389 -> 443 MB at the peak,
                 // while the task linker's own tables stayed flat: what grew is not found
                 // (docs/notes/2026-12-01-paths-memory-at-200.md).
-                lateness_ns: messages_late_ns + causeway_operators::conn::DEADLINE_LAG_NS,
+                lateness_ns: messages_late_ns,
                 // The task linker learns from its first 20,000 messages, waiting for them
                 // up to two minutes of event time (a quiet trace reaches them late).
                 warmup_ns: if warmup_ns > 0 {

@@ -154,20 +154,14 @@ impl Paths {
     /// ahead, their messages and their children's entries. A root is judged seconds after it
     /// came, when its tree has left the cache.
     pub(super) fn prefetch_roots(&self) {
-        if let Some(e) = self
-            .pending
-            .iter()
-            .nth(PREFETCH_FAR)
-            .and_then(|r| self.entries.get(&r.2))
-        {
+        // One walk of the ordered set for both places.
+        let mut ahead = self.pending.iter();
+        let near = ahead.nth(PREFETCH_NEAR);
+        let far = ahead.nth(PREFETCH_FAR - PREFETCH_NEAR - 1);
+        if let Some(e) = far.and_then(|r| self.entries.get(&r.2)) {
             prefetch(e);
         }
-        if let Some(e) = self
-            .pending
-            .iter()
-            .nth(PREFETCH_NEAR)
-            .and_then(|r| self.entries.get(&r.2))
-        {
+        if let Some(e) = near.and_then(|r| self.entries.get(&r.2)) {
             prefetch::<Message>(&e.m);
             for (c, _) in &e.children {
                 if let Some(ce) = self.entries.get(c) {

@@ -40,7 +40,8 @@
 //! - **State**: the linked messages of the last twice the longest learned wait (at most
 //!   `max_delay_ns`; [`ChildWaits::keep`]) + lateness, and those still reachable from a root
 //!   that is not final; freed as soon as no unfinished root precedes them (at 200 requests
-//!   in flight, 180,000 messages where the fixed `max_delay_ns` held 1.4 million). Per pattern, its totals and the window's buckets (buckets older than the window are
+//!   in flight, 180,000 messages where the fixed `max_delay_ns` held 1.4 million). Per
+//!   pattern, its totals and the window's buckets (buckets older than the window are
 //!   dropped). The pattern table has two bounds: at most `max_patterns` (plus a quarter)
 //!   patterns, and at most `max_pattern_bytes` held by them (a running count of what their
 //!   distributions allocate, checked against a recount at every snapshot). Beyond either,
