@@ -34,6 +34,42 @@ fn free_port() -> u16 {
     }
 }
 
+/// `python3 -m http.server` serving `dir` on a free loopback port, once it answers
+/// `GET /name` with `body`. A port found free may be taken by another test's process before
+/// the server binds it (the server then exits, and whatever had the port answered a bare
+/// connect: the cut-log test saw curl refused with its server started); then it starts
+/// again on another port, at most five times.
+fn serve_file(dir: &Path, name: &str, body: &str) -> (Child, u16) {
+    use std::io::{Read, Write};
+    for _ in 0..5 {
+        let port = free_port();
+        let mut server = Command::new("python3")
+            .args(["-m", "http.server", "--bind", "127.0.0.1", "--directory"])
+            .arg(dir)
+            .arg(port.to_string())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(10) && server.try_wait().unwrap().is_none() {
+            if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
+                let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+                let _ = write!(s, "GET /{name} HTTP/1.0\r\n\r\n");
+                let mut reply = String::new();
+                let _ = s.read_to_string(&mut reply);
+                if reply.starts_with("HTTP/1.0 200") && reply.ends_with(body) {
+                    return (server, port);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = server.kill();
+        let _ = server.wait();
+    }
+    panic!("python3 -m http.server did not serve {name} on any of five ports");
+}
+
 /// Waits (at most 10 s) until something accepts on `port`.
 fn wait_for(port: u16) {
     let start = Instant::now();
@@ -358,21 +394,7 @@ fn a_log_cut_short_is_read_up_to_the_damage() {
     let www = dir.join("www");
     std::fs::create_dir_all(&www).unwrap();
     std::fs::write(www.join("a.txt"), "a\n").unwrap();
-    let port = free_port();
-    let mut server = Command::new("python3")
-        .args(["-m", "http.server", "--bind", "127.0.0.1", "--directory"])
-        .arg(&www)
-        .arg(port.to_string())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_for(port);
-    // What answered was this test's server, not another that had the port.
-    assert!(
-        server.try_wait().unwrap().is_none(),
-        "python3 -m http.server on {port} exited"
-    );
+    let (mut server, port) = serve_file(&www, "a.txt", "a\n");
     let url = format!("http://127.0.0.1:{port}/a.txt");
     // One curl process making 10 requests: one log.
     let urls: Vec<&str> = std::iter::repeat_n(url.as_str(), 10).collect();
