@@ -23,8 +23,7 @@
 //!   final once no child can still arrive to any message it may hold: each message's event
 //!   time plus the wait learned for its receiver ([`ChildWaits`]: twice the 99.9th
 //!   percentile of that node's children's delays, at most `max_delay_ns`; `max_delay_ns`
-//!   until enough children were seen; every client counts as one receiver, as its many
-//!   endpoints are one kind of node) plus the lateness, or once its root is
+//!   until enough children were seen) plus the lateness, or once its root is
 //!   `max_path_ns` old; a root is judged just before the first message at or after that
 //!   time is taken in (messages are taken in event-time order), so that the outcome does not
 //!   depend on how the frontier moved. Nodes are named as in the messages,
@@ -39,9 +38,7 @@
 //!   timestamps). The sliding window keeps one bucket per snapshot interval.
 //! - **State**: the linked messages of the last twice the longest learned wait (at most
 //!   `max_delay_ns`; [`ChildWaits::keep`]) + lateness, and those still reachable from a root
-//!   that is not final; freed as soon as no unfinished root precedes them (at 200 requests
-//!   in flight, 180,000 messages where the fixed `max_delay_ns` held 1.4 million). Per
-//!   pattern, its totals and the window's buckets (buckets older than the window are
+//!   that is not final; freed as soon as no unfinished root precedes them. Per pattern, its totals and the window's buckets (buckets older than the window are
 //!   dropped). The pattern table has two bounds: at most `max_patterns` (plus a quarter)
 //!   patterns, and at most `max_pattern_bytes` held by them (a running count of what their
 //!   distributions allocate, checked against a recount at every snapshot). Beyond either,

@@ -103,18 +103,14 @@ impl Paths {
         let t = l.message.event_ns;
         self.newest_ns = self.newest_ns.max(t);
         let keys = l.keys;
-        let ends = self.ports.observe_message(
+        self.ports.observe(
             &l.message.src_endpoint,
             &l.message.dst_endpoint,
             keys.0,
             keys.1,
             t,
         );
-        let wait_key = if ends.dst_client {
-            crate::paths::link::CLIENT_KEY
-        } else {
-            keys.1
-        };
+        let wait_key = keys.1;
         let slot = self.entries.base + self.entries.len() as u64;
         self.waits.arrival(wait_key);
         for &(p, q) in &l.parents {

@@ -333,8 +333,8 @@ impl Touch for Linked {
 /// Weight of a candidate that belongs to no task.
 pub(super) const TASKLESS: f64 = 0.1;
 
-/// The node key that stands for every client in a link type (and in `paths`' learned waits).
-pub(crate) const CLIENT_KEY: u64 = 0;
+/// The node key that stands for every client in a link type.
+pub(super) const CLIENT_KEY: u64 = 0;
 
 /// A link type: the parent's sender and kind, the node, the child's receiver and kind.
 pub(super) fn link_type(parent_from: u64, request: bool, node: u64, to: u64, reply: bool) -> u64 {

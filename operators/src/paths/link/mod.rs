@@ -225,7 +225,6 @@ mod warm;
 mod weigh;
 
 use affinity::*;
-pub(crate) use candidate::CLIENT_KEY;
 pub use candidate::TYPICAL_FLOOR;
 use candidate::*;
 use estimate::*;
