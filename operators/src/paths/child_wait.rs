@@ -9,11 +9,17 @@
 //!   child is improbable: twice the 99.9th percentile of `n`'s children's delays once it has
 //!   had [`ChildWaits::MIN_CHILDREN`]; a few [`ChildWaits::FLOOR_NS`] when `n` has taken in
 //!   [`ChildWaits::MIN_CHILDLESS`] messages and none had a child (a client receiving its
-//!   answers); the fixed maximum otherwise (too little evidence). Always at most the maximum.
-//! - **State**: per receiving node, a histogram of delays in quarter-octave buckets and two
-//!   counts; halved every [`ChildWaits::HALF_LIFE`] observations of the node, so the waits
-//!   follow a system whose delays change over a long run. Nodes are as many as the system
-//!   has: bounded by its size, not by the input.
+//!   answers), or when `n` never had a child and the nodes that never had one rarely get a
+//!   first: fewer than one per [`ChildWaits::MIN_CHILDLESS`] of the messages they took in
+//!   (a busy system's many clients, each seen too rarely to be judged on its own, judged
+//!   together); the fixed maximum otherwise (too little evidence). Always at most the
+//!   maximum.
+//! - **State**: per receiving node, a histogram of delays in quarter-octave buckets, two
+//!   counts and whether it ever had a child; halved every [`ChildWaits::HALF_LIFE`]
+//!   observations of the node, so the waits follow a system whose delays change over a long
+//!   run. Nodes are as many as the system has: bounded by its size, not by the input. For
+//!   the nodes that never had a child, two counts together (messages taken in, first
+//!   children), halved every [`ChildWaits::HALF_LIFE`] messages.
 //! - **Cost**: per observation a bucket increment; the quantile is recomputed (128 buckets)
 //!   at most once every 64 observations of a node, so a lookup is a map probe.
 
@@ -39,6 +45,8 @@ struct NodeDelays {
     stale: u32,
     /// The wait as last worked out (`None`: too little evidence).
     wait: Option<Time>,
+    /// Whether the node ever had a child (not halved).
+    parent: bool,
 }
 
 impl Default for NodeDelays {
@@ -49,6 +57,7 @@ impl Default for NodeDelays {
             children: 0,
             stale: 0,
             wait: None,
+            parent: false,
         }
     }
 }
@@ -99,6 +108,10 @@ impl NodeDelays {
 #[derive(Debug, Default)]
 pub struct ChildWaits {
     nodes: FastMap<u64, NodeDelays>,
+    /// Messages taken in by nodes that had never had a child when they came.
+    childless_arrivals: u32,
+    /// Nodes' first children (both halved together).
+    first_children: u32,
 }
 
 impl ChildWaits {
@@ -115,6 +128,13 @@ impl ChildWaits {
     /// A message into `node` was taken in.
     pub fn arrival(&mut self, node: u64) {
         let d = self.nodes.entry(node).or_default();
+        if !d.parent {
+            self.childless_arrivals += 1;
+            if self.childless_arrivals >= Self::HALF_LIFE {
+                self.childless_arrivals /= 2;
+                self.first_children /= 2;
+            }
+        }
         d.arrivals = d.arrivals.saturating_add(1);
         d.stale += 1;
         if d.arrivals >= Self::HALF_LIFE {
@@ -128,6 +148,10 @@ impl ChildWaits {
     /// A message into `node` had a child `delay_ns` after it.
     pub fn child(&mut self, node: u64, delay_ns: Time) {
         let d = self.nodes.entry(node).or_default();
+        if !d.parent {
+            d.parent = true;
+            self.first_children += 1;
+        }
         d.buckets[bucket(delay_ns)] += 1;
         d.children += 1;
         d.stale += 1;
@@ -139,19 +163,36 @@ impl ChildWaits {
         }
     }
 
+    /// Whether the nodes that never had a child rarely get a first one: fewer than one per
+    /// [`ChildWaits::MIN_CHILDLESS`] messages they took in (one first child counted more
+    /// than seen, so that none seen still needs that many messages).
+    fn childless_stay_so(&self) -> bool {
+        u64::from(self.childless_arrivals)
+            >= (u64::from(self.first_children) + 1) * u64::from(Self::MIN_CHILDLESS)
+    }
+
+    /// `d`'s wait as learned: its own, or for a node that never had a child, what the nodes
+    /// without children say together.
+    fn learned(&self, d: &NodeDelays) -> Option<Time> {
+        d.wait
+            .or_else(|| (!d.parent && self.childless_stay_so()).then_some(Self::FLOOR_NS))
+    }
+
     /// The longest [`ChildWaits::wait`] of any node seen, at most `max_ns` (`max_ns` while
     /// any node has too little evidence, or none was seen).
     pub fn longest(&self, max_ns: Time) -> Time {
         self.nodes
             .values()
-            .map(|d| d.wait.map_or(max_ns, |w| w.min(max_ns)))
+            .map(|d| self.learned(d).map_or(max_ns, |w| w.min(max_ns)))
             .max()
             .unwrap_or(max_ns)
     }
 
     /// Whether `node`'s wait is learned (else [`ChildWaits::wait`] is the maximum).
     pub fn knows(&self, node: u64) -> bool {
-        self.nodes.get(&node).is_some_and(|d| d.wait.is_some())
+        self.nodes
+            .get(&node)
+            .is_some_and(|d| self.learned(d).is_some())
     }
 
     /// How long after its event time a message must be kept for a late child to still find
@@ -167,7 +208,7 @@ impl ChildWaits {
     pub fn wait(&self, node: u64, max_ns: Time) -> Time {
         self.nodes
             .get(&node)
-            .and_then(|d| d.wait)
+            .and_then(|d| self.learned(d))
             .map_or(max_ns, |w| w.min(max_ns))
     }
 }
@@ -198,27 +239,51 @@ mod tests {
     }
 
     #[test]
-    fn clients_counted_as_one_node_let_messages_go_long_before_the_maximum() {
-        // A server whose children come within 1 ms, and 500 client endpoints that each
-        // receive 4 answers and send nothing caused.
-        let learn = |client: &dyn Fn(u64) -> u64| {
-            let mut w = ChildWaits::default();
-            for _ in 0..200 {
-                w.arrival(1);
-                w.child(1, 1_000_000);
+    fn clients_too_rare_to_judge_alone_are_judged_together() {
+        // A server whose children come within 1 ms, and 700 client nodes that each receive
+        // 4 answers and send nothing caused: none has the evidence on its own.
+        let mut w = ChildWaits::default();
+        for _ in 0..200 {
+            w.arrival(1);
+            w.child(1, 1_000_000);
+        }
+        for c in 0..700 {
+            for _ in 0..4 {
+                w.arrival(100 + c);
             }
-            for c in 0..500 {
-                for _ in 0..4 {
-                    w.arrival(client(c));
-                }
+        }
+        assert!(w.knows(100));
+        assert_eq!(w.wait(100, MAX), ChildWaits::FLOOR_NS);
+        assert!(w.keep(MAX) <= 8_000_000, "{}", w.keep(MAX));
+        // A node that had a child keeps waiting the maximum until its own children say
+        // otherwise, however childless the others are.
+        w.arrival(7);
+        w.child(7, 3_000_000);
+        assert_eq!(w.wait(7, MAX), MAX);
+        assert_eq!(w.keep(MAX), MAX);
+    }
+
+    #[test]
+    fn nodes_that_get_first_children_often_keep_the_rest_waiting() {
+        // 400 messages into a producer that never has a child, and four workers each
+        // getting a child from its first message (a job queue): one first child per 80
+        // childless messages is no evidence that the childless stay so.
+        let mut w = ChildWaits::default();
+        for i in 0..400 {
+            w.arrival(1);
+            if i % 100 == 0 {
+                let worker = 10 + i / 100;
+                w.arrival(worker);
+                w.child(worker, 2_000_000);
             }
-            w.keep(MAX)
-        };
-        // Each endpoint on its own never has the evidence: messages are kept the maximum.
-        assert_eq!(learn(&|c| 100 + c), MAX);
-        // One key for every client: kept twice the server's wait.
-        let kept = learn(&|_| 100);
-        assert!(kept <= 8_000_000, "{kept}");
+        }
+        assert!(!w.knows(1));
+        assert_eq!(w.wait(1, MAX), MAX);
+        // Many more childless messages with no new parent: they are.
+        for i in 0..5_000 {
+            w.arrival(1_000 + i % 700);
+        }
+        assert_eq!(w.wait(1, MAX), ChildWaits::FLOOR_NS);
     }
 
     #[test]
