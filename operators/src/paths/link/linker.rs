@@ -52,9 +52,17 @@ pub(super) struct Linker {
     pub(super) first_arrival: FastMap<u64, FirstArrival>,
     /// Per (node, connection): what the node sent and received on it (one entry for both,
     /// which are mostly looked up together).
-    pub(super) conns: FastMap<(u64, u64), Conn>,
+    /// Boxed, as are [`Linker::tasks`]: after a resize a table's buckets are half empty
+    /// or more, and a connection's 200 bytes inline made that half the largest thing
+    /// `link` held (at 200 requests in flight, 227 MB for one worker's table).
+    pub(super) conns: FastMap<(u64, u64), Box<Conn>>,
+    /// Per (node, connection): the local times of the two latest requests it brought, and
+    /// the newest one's event time. Kept longer than [`Linker::conns`] (a quarter of the
+    /// configured keep, however short the learned one), 32 bytes where a connection's logs
+    /// take 200: only this tells a connection kept alive between requests.
+    pub(super) requests: FastMap<(u64, u64), ([Time; 2], Time)>,
     /// Tasks: the requests a node serves, by the request's id.
-    pub(super) tasks: FastMap<u64, Task>,
+    pub(super) tasks: FastMap<u64, Box<Task>>,
     /// Arrivals that are the most likely cause of a send: how many sends, and the event time
     /// of the newest.
     pub(super) caused: FastMap<u64, (u32, Time, Time)>,
@@ -192,9 +200,18 @@ pub(super) struct Conn {
     /// The arrivals (receive time in the node's clock, id, whether a request, the sender as
     /// link types name it).
     pub(super) recvs: ConnLog<(u64, bool, u64)>,
+    /// Messages it has carried, up to 255: a connection that carried one exchange (a
+    /// request and its answer, or less) is kept only as long as what it holds can be looked
+    /// for, one that carried more as long as a connection kept alive is told.
+    pub(super) carried: u8,
 }
 
 impl Conn {
+    /// Whether it carried more than one exchange.
+    pub(super) fn reused(&self) -> bool {
+        self.carried > 2
+    }
+
     /// Trims both logs to `keep` of local time, and forgets a log whose newest entry is
     /// older than `before` (as if it had never been); whether anything is left.
     pub(super) fn expire(&mut self, keep: Time, before: Time) -> bool {

@@ -157,8 +157,10 @@
 //!   quarter-octave histogram, [`ChildWaits`]), at most `max_delay_ns`, and `max_delay_ns`
 //!   while any sending node has too little evidence; it grows by at most twice itself plus
 //!   the lateness at a time, so that a sweep never drops what a later scan looks for, and
-//!   connections are kept at least a quarter of `2·(max_delay_ns + lateness)` (a persistent
-//!   connection is told by a request within that of another). Memory follows the message
+//!   the connections that carried more than one exchange, and the two latest requests of
+//!   every connection, are kept at least a quarter of `2·(max_delay_ns + lateness)` (a
+//!   persistent connection is told by a request within that of another; a connection per
+//!   request goes with the rest). Memory follows the message
 //!   rate times the learned `x` and the lateness, never the length of the input (on the
 //!   linking harness's parallelism-20 trace, 63,000 messages a second of event time with
 //!   millisecond causes: 775 MiB peak at `x` = 2 s, 592 MiB learned). During a warm start, the inputs held

@@ -12,6 +12,7 @@ impl Linker {
             one_sided: FastMap::default(),
             estimates: FastMap::default(),
             conns: FastMap::default(),
+            requests: FastMap::default(),
             densities: FastMap::default(),
             departures: FastMap::default(),
             causal: FastMap::default(),
@@ -126,13 +127,29 @@ impl Linker {
         // those alone). Within that span an earlier request is always still held, so the
         // answer does not depend on when sweeps ran.
         let alive_ns = self.config.keep_ns() / 4;
+        let persistent = a.request && {
+            let (latest, newest_event) = self
+                .requests
+                .entry((a.to, a.conn))
+                .or_insert(([Time::MAX; 2], 0));
+            let alive = latest
+                .iter()
+                .any(|&t| t <= a.local_ns && t.saturating_add(alive_ns) >= a.local_ns);
+            // The two latest: an empty slot, else the earlier if this one is later.
+            let i = match latest.iter().position(|&t| t == Time::MAX) {
+                Some(i) => i,
+                None => usize::from(latest[1] < latest[0]),
+            };
+            if latest[i] == Time::MAX || a.local_ns > latest[i] {
+                latest[i] = a.local_ns;
+            }
+            *newest_event = (*newest_event).max(a.event_ns);
+            alive
+        };
         let c = self.conns.entry((a.to, a.conn)).or_default();
         c.recvs
             .insert(a.local_ns, a.event_ns, (a.id, a.request, a.kind_from));
-        let persistent = a.request
-            && c.recvs.entries.iter().any(|e| {
-                e.1.1 && e.1.0 != a.id && e.0 <= a.local_ns && e.0 + alive_ns >= a.local_ns
-            });
+        c.carried = c.carried.saturating_add(1);
         if !a.request {
             let list = self.answers.entry(a.to).or_default();
             let i = partition_point_from_back(list, |x| x.0 <= a.local_ns);
@@ -159,7 +176,7 @@ impl Linker {
             let reply_ns = reply.map(|s| s.0);
             self.tasks.insert(
                 a.id,
-                Task {
+                Box::new(Task {
                     event_ns: a.event_ns,
                     reply_ns,
                     reply_bytes: reply.and_then(|s| s.1.bytes),
@@ -169,7 +186,7 @@ impl Linker {
                     arrivals: smallvec::smallvec![entry],
                     chain: 1.0,
                     calls: 0,
-                },
+                }),
             );
             self.node_tasks.entry(a.to).or_default().insert(TaskRef {
                 request_ns: a.local_ns,
@@ -236,11 +253,20 @@ impl Linker {
         // come); an entry is dropped once its newest arrival is far older than any lull.
         self.first_arrival
             .retain(|_, f| f.newest_event.saturating_add(FIRST_ARRIVAL_IDLE_NS) >= linked);
-        // A connection's log also tells a persistent connection, by a request within a
-        // quarter of the configured keep before another: that long at least.
-        let conn_keep = keep.max(self.config.keep_ns() / 4);
-        let conn_before = linked.saturating_sub(conn_keep);
-        self.conns.retain(|_, c| c.expire(conn_keep, conn_before));
+        // What tells a persistent connection (a request within a quarter of the configured
+        // keep before another) is kept that long at least, and so are the logs of the
+        // connections that carried more than one exchange (a connection per request, on a
+        // busy system most of them, goes with what is kept).
+        let alive = keep.max(self.config.keep_ns() / 4);
+        let alive_before = linked.saturating_sub(alive);
+        self.conns.retain(|_, c| {
+            if c.reused() {
+                c.expire(alive, alive_before)
+            } else {
+                c.expire(keep, before)
+            }
+        });
+        self.requests.retain(|_, r| r.1 >= alive_before);
         self.tasks.retain(|_, t| t.event_ns >= before);
         self.sizes.retain(|_, s| s.1 >= before);
         self.caused.retain(|_, c| c.2 >= before);
@@ -305,6 +331,7 @@ impl Linker {
         let c = self.conns.entry((node, conn)).or_default();
         let previous = c.sends.before(send, false).map(|s| s.0);
         c.sends.insert(send, event_ns, Sent { task: None, bytes });
+        c.carried = c.carried.saturating_add(1);
         // This send replies to the requests on the connection since the previous send.
         let recvs = &c.recvs;
         {
