@@ -576,8 +576,14 @@ impl<'scope> Link<'scope> for MessageStream<'scope> {
                         }
                         return;
                     }
-                    let bound = pipeline.run(now, &mut linked);
-                    output.session(&*cap).give_iterator(linked.drain(..));
+                    let bound = {
+                        let mut session = output.session(&*cap);
+                        let bound = pipeline.run(now, &mut linked, &mut |l| {
+                            session.give_iterator(l.drain(..))
+                        });
+                        session.give_iterator(linked.drain(..));
+                        bound
+                    };
                     // Everything still to come is linked at or after `bound`.
                     match bound {
                         Some(t) if t > *cap.time() => cap.downgrade(&t),
