@@ -1,5 +1,6 @@
 //! Learned durations ([`Durations`]): how long tasks of a class last, request to reply.
-//! State: one faded histogram per task class, bounded by the number of classes.
+//! State: one faded histogram per task class and its log-survival per bin (worked out when a
+//! task closes, read by every option of every call), bounded by the number of classes.
 
 use super::*;
 
@@ -12,8 +13,10 @@ use super::*;
 /// much rarer still such tasks are.
 #[derive(Clone, Debug, Default)]
 pub struct Durations {
-    /// Task class -> tasks closed per duration bin, and their total.
-    hist: FastMap<u64, ([f32; BINS], f32)>,
+    /// Task class -> tasks closed per duration bin, their total, and the log-survival read
+    /// at each bin, worked out when a task closes (every option of every call reads it; a
+    /// task closes once).
+    hist: FastMap<u64, ([f32; BINS], f32, [f64; BINS])>,
     /// Tasks a class remembers: past twice this many, its counts are halved.
     pub memory: f32,
 }
@@ -37,26 +40,33 @@ impl Durations {
 
     /// Counts a task of `class` closed `duration_ns` after it opened.
     pub fn add(&mut self, class: u64, duration_ns: i64) {
-        let (h, total) = self.hist.entry(class).or_insert(([0.0; BINS], 0.0));
+        let (h, total, log_survival) =
+            self.hist
+                .entry(class)
+                .or_insert(([0.0; BINS], 0.0, [0.0; BINS]));
         h[bin(duration_ns)] += 1.0;
         *total += 1.0;
         if fade(total, self.memory) {
             h.iter_mut().for_each(|c| *c /= 2.0);
+        }
+        for (b, l) in log_survival.iter_mut().enumerate() {
+            // Summed from the bin up, as a read once did, so that the values are the same.
+            let longer: f32 = h[b..].iter().sum();
+            let survival = f64::from((longer + DURATION_PRIOR) / (*total + DURATION_PRIOR));
+            *l = (survival / LOST_REPLIES).min(1.0).ln();
         }
     }
 
     /// The log-probability that a task of `class` is still open at `age_ns` (0 while its
     /// class has closed too few tasks to say).
     pub fn log_survival(&self, class: u64, age_ns: i64) -> f64 {
-        let Some((h, total)) = self.hist.get(&class) else {
+        let Some((_, total, log_survival)) = self.hist.get(&class) else {
             return 0.0;
         };
         if *total < DURATION_EVIDENCE {
             return 0.0;
         }
-        let longer: f32 = h[bin(age_ns)..].iter().sum();
-        let survival = f64::from((longer + DURATION_PRIOR) / (total + DURATION_PRIOR));
-        (survival / LOST_REPLIES).min(1.0).ln()
+        log_survival[bin(age_ns)]
     }
 }
 
