@@ -56,11 +56,11 @@ pub(super) struct Linker {
     /// or more, and a connection's 200 bytes inline made that half the largest thing
     /// `link` held (at 200 requests in flight, 227 MB for one worker's table).
     pub(super) conns: FastMap<(u64, u64), Box<Conn>>,
-    /// Per (node, connection): the local times of the two latest requests it brought, and
-    /// the newest one's event time. Kept longer than [`Linker::conns`] (a quarter of the
-    /// configured keep, however short the learned one), 32 bytes where a connection's logs
-    /// take 200: only this tells a connection kept alive between requests.
-    pub(super) requests: FastMap<(u64, u64), ([Time; 2], Time)>,
+    /// Per (node, connection): the local times of the two latest requests it brought, older
+    /// first, and the newest one's event time. Kept longer than [`Linker::conns`] (a
+    /// quarter of the configured keep, however short the learned one), 40 bytes where a
+    /// connection's logs take 200: only this tells a connection kept alive between requests.
+    pub(super) requests: FastMap<(u64, u64), LatestRequests>,
     /// Tasks: the requests a node serves, by the request's id.
     pub(super) tasks: FastMap<u64, Box<Task>>,
     /// Arrivals that are the most likely cause of a send: how many sends, and the event time
@@ -191,6 +191,10 @@ pub(super) struct Sent {
     pub(super) task: Option<u64>,
     pub(super) bytes: Option<u64>,
 }
+
+/// The two latest requests' local times on a connection, older first (`None`: not seen),
+/// and the newest one's event time ([`Linker::requests`]).
+pub(super) type LatestRequests = ([Option<Time>; 2], Time);
 
 /// What a node sent and received on one connection.
 #[derive(Debug, Default)]

@@ -128,20 +128,20 @@ impl Linker {
         // answer does not depend on when sweeps ran.
         let alive_ns = self.config.keep_ns() / 4;
         let persistent = a.request && {
-            let (latest, newest_event) = self
+            // The two latest, older first (`None`: not seen).
+            let ([older, newer], newest_event) = self
                 .requests
                 .entry((a.to, a.conn))
-                .or_insert(([Time::MAX; 2], 0));
-            let alive = latest
-                .iter()
-                .any(|&t| t <= a.local_ns && t.saturating_add(alive_ns) >= a.local_ns);
-            // The two latest: an empty slot, else the earlier if this one is later.
-            let i = match latest.iter().position(|&t| t == Time::MAX) {
-                Some(i) => i,
-                None => usize::from(latest[1] < latest[0]),
-            };
-            if latest[i] == Time::MAX || a.local_ns > latest[i] {
-                latest[i] = a.local_ns;
+                .or_insert(([None; 2], 0));
+            let alive = [*older, *newer]
+                .into_iter()
+                .flatten()
+                .any(|t| t <= a.local_ns && t.saturating_add(alive_ns) >= a.local_ns);
+            if newer.is_none_or(|n| a.local_ns > n) {
+                *older = *newer;
+                *newer = Some(a.local_ns);
+            } else if older.is_none_or(|o| a.local_ns > o) {
+                *older = Some(a.local_ns);
             }
             *newest_event = (*newest_event).max(a.event_ns);
             alive

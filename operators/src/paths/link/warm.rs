@@ -136,11 +136,10 @@ impl Pipeline {
         }
     }
 
-    /// Links what the frontier at `now` lets through, into `linked`; returns [`Self::bound`].
-    /// Links what the frontier `now` lets it, into `linked`, handing it to `emit` whenever
-    /// it holds [`EMIT_BATCH`] (an activation after a long read-ahead links hundreds of
-    /// thousands of messages: at 200 requests in flight one buffer of them grew to 88 MB);
-    /// returns the time everything still to come is linked at or after.
+    /// Links what the frontier at `now` lets through, into `linked`, handing it to `emit`
+    /// whenever it holds [`EMIT_BATCH`] (an activation after a long read-ahead links
+    /// hundreds of thousands of messages: at 200 requests in flight one buffer of them grew
+    /// to 88 MB); returns [`Self::bound`].
     pub(super) fn run(
         &mut self,
         now: Option<Time>,
