@@ -251,3 +251,35 @@ fn a_clients_calls_join_a_task_only_after_another_tasks_arrival() {
         "not in the job"
     );
 }
+
+/// A worker's job came from the queue Q (its pop's answer, another task's doing). Its call
+/// to the service S within the window is decided in the job; its next call to Q, though as
+/// close, is the next turn of its loop and starts a path, however quick the job's work was.
+#[test]
+fn a_workers_next_pop_is_not_made_in_the_job_its_last_pop_brought() {
+    const W: u64 = 4;
+    const Q: u64 = 5;
+    const S: u64 = 6;
+    let ms = 1_000_000;
+    let mut m = Model::new(ModelConfig::default());
+    m.nodes.entry(Q).or_default().served = true;
+    m.nodes.entry(S).or_default().served = true;
+    let job_type = arrival_type(Q, Role::Response);
+    let to_s = departure_class(W, S, Role::Request);
+    let to_q = departure_class(W, Q, Role::Request);
+    // Learned: calls of either class follow jobs 1 ms after them, never by chance.
+    for class in [to_s, to_q] {
+        for _ in 0..100 {
+            m.coincidence
+                .observe(class, &[(mix(job_type, CROSS_TYPE), ms as i64)], &[]);
+        }
+    }
+    remember(m.nodes.entry(W).or_default(), (0, 50, job_type, 0, FOREIGN));
+    let call = seen(51, W, S, Role::Request, ms, 2 * ms);
+    assert!(m.client_call(&call, ms, to_s).is_none(), "in the job");
+    let pop = seen(52, W, Q, Role::Request, 2 * ms, 3 * ms);
+    assert!(
+        m.client_call(&pop, 2 * ms, to_q).is_some(),
+        "made in the job"
+    );
+}
