@@ -348,6 +348,9 @@ fn align_traces(
         let estimate = solution.estimates.get(h as usize).copied().flatten();
         if let (Some(key), Some(e)) = (hosts.key(h), estimate) {
             alignment.set_host(key.clone(), e.offset_ns);
+            if let Some(bound) = e.bound_ns {
+                alignment.set_host_bound(key.clone(), bound);
+            }
         }
         if estimate.is_none() {
             unplaced += 1;

@@ -90,6 +90,8 @@ impl Origins {
 pub struct Alignment {
     offsets: Vec<i64>,
     hosts: HashMap<HostKey, i64>,
+    /// Hard bounds on the error of `hosts`' offsets (ns), where the bootstrap has one.
+    host_bounds: HashMap<HostKey, u64>,
 }
 
 impl Alignment {
@@ -122,6 +124,21 @@ impl Alignment {
     /// Sets a message-trace host's offset (its clock minus the reference clock, ns).
     pub fn set_host(&mut self, host: HostKey, offset_ns: i64) {
         self.hosts.insert(host, offset_ns);
+    }
+
+    /// Sets a hard bound on the error of a message-trace host's offset (ns): its clock minus
+    /// the reference clock is within that much of the offset, when the offset was estimated
+    /// (the bootstrap's first seconds; a clock drifts away from it after).
+    pub fn set_host_bound(&mut self, host: HostKey, bound_ns: u64) {
+        self.host_bounds.insert(host, bound_ns);
+    }
+
+    /// The bound on the error of the offset of the host of `address` (ns), if there is one.
+    pub fn host_bound(&self, address: &Address) -> Option<u64> {
+        if self.host_bounds.is_empty() {
+            return None;
+        }
+        self.host_bounds.get(&HostKey::of(address)).copied()
     }
 
     /// The offset of the host of `address` (ns), if the bootstrap estimated one.

@@ -23,13 +23,15 @@
 //! - `clock` (worker 0): bounds to offsets. Per domain pair, the per-second estimates of the
 //!   last `window_ns` are fitted to a line (offset and drift) by weighted least squares with
 //!   outliers (queueing) rejected; the pairs are then made mutually consistent by a weighted
-//!   least-squares solve over the graph of domains, relative to the reference domain. Emits a
-//!   [`ClockOffset`] per domain every `every_ns` and at the end; estimates a second boundary
+//!   least-squares solve over the graph of domains, relative to the reference domain, each
+//!   domain's error bound the least sum of the pairs' bounds along a path to the reference.
+//!   Emits a [`ClockOffset`] per domain every `every_ns` and at the end; estimates a second boundary
 //!   once its frontier is the samples' lateness past it. State: the window's per-second
 //!   estimates per pair.
 //! - `clock.correct` (every worker): messages and the broadcast offsets to messages with
 //!   corrected timestamps, each with the estimate for the last second boundary before it (in
-//!   a domain's first seconds, the first estimate after it). Holds each message until the
+//!   a domain's first seconds, the first estimate after it), or for a traced node the
+//!   bootstrap's alignment of its host where that is known more tightly than the estimate. Holds each message until the
 //!   estimates up to its time have arrived (the estimates' frontier is past its time plus the
 //!   samples' lateness); one whose domain has no estimate before it yet waits for the
 //!   domain's first estimate, at most two seconds more. Keeps its capability at the smallest
@@ -77,6 +79,7 @@ mod tests;
 pub use bounds::{Bounds, MessageBounds, sample_of};
 pub use correct::Correct;
 pub use offsets::ClockEstimator;
+use offsets::MAX_DRIFT_PPM;
 
 /// Width of the estimation buckets: one second.
 const BUCKET_NS: Time = 1_000_000_000;

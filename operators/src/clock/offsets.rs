@@ -101,9 +101,44 @@ impl PairSeries {
     }
 }
 
+/// Each domain's bound on the error of its offset from `reference`: the least sum of the
+/// pairs' bounds along a path of pairs to the reference (each pair's offset is within its
+/// bound, so their sum along a path is within the sum). A domain's own tightest pair does not
+/// bound it: two nodes seen both ways at once (a bound of 0) are no better placed against the
+/// reference than the looser pair that joins them to it. Dijkstra over the pairs (bounds are
+/// at least 0); the reference's is 0.
+fn path_errors(reference: &Domain, pairs: &[(&Domain, &Domain, f64)]) -> BTreeMap<Domain, f64> {
+    let mut best: BTreeMap<Domain, f64> = BTreeMap::new();
+    // Non-negative floats order as their bits.
+    let mut queue: std::collections::BTreeSet<(u64, &Domain)> = std::collections::BTreeSet::new();
+    best.insert(reference.clone(), 0.0);
+    queue.insert((0.0f64.to_bits(), reference));
+    while let Some((bits, d)) = queue.pop_first() {
+        let at = f64::from_bits(bits);
+        if best.get(d).is_some_and(|b| *b < at) {
+            continue;
+        }
+        for &(a, b, err) in pairs {
+            let other = if a == d {
+                b
+            } else if b == d {
+                a
+            } else {
+                continue;
+            };
+            let through = at + err.max(0.0);
+            if best.get(other).is_none_or(|b| through < *b) {
+                best.insert(other.clone(), through);
+                queue.insert((through.to_bits(), other));
+            }
+        }
+    }
+    best
+}
+
 /// The largest drift between two clocks that the error bounds allow for, in ppm (quartz
 /// oscillators without NTP stay well within 100).
-const MAX_DRIFT_PPM: f64 = 200.0;
+pub(super) const MAX_DRIFT_PPM: f64 = 200.0;
 
 /// The lower (or upper) convex hull of points sorted by x (Andrew's monotone chain).
 fn hull(points: impl Iterator<Item = (f64, f64)>, lower: bool) -> Vec<(f64, f64)> {
@@ -279,15 +314,14 @@ impl ClockEstimator {
             return Vec::new();
         }
         let mut pairs = Vec::new();
-        let mut errors: BTreeMap<Domain, f64> = BTreeMap::new();
+        let mut pair_errors: Vec<(&Domain, &Domain, f64)> = Vec::new();
         let mut seconds: BTreeMap<Domain, u64> = BTreeMap::new();
         for ((a, b), s) in &self.series {
             if let Some((off, drift, err)) = s.estimate(at) {
                 let w = 1.0 / ((err + 1.0) * (err + 1.0));
                 pairs.push((a.clone(), b.clone(), [off, drift], w));
+                pair_errors.push((a, b, err));
                 for d in [a, b] {
-                    let e = errors.entry(d.clone()).or_insert(f64::INFINITY);
-                    *e = e.min(err);
                     let n = seconds.entry(d.clone()).or_default();
                     *n = (*n).max(s.points.len() as u64);
                 }
@@ -295,20 +329,17 @@ impl ClockEstimator {
         }
         let reference = match &self.config.reference {
             Some(r) => r.clone(),
-            None => match errors.keys().next() {
+            None => match seconds.keys().next() {
                 Some(d) => d.clone(),
                 None => return Vec::new(),
             },
         };
+        let errors = path_errors(&reference, &pair_errors);
         crate::clock::pairwise::solve(&reference, &pairs)
             .into_iter()
             .map(|(domain, [offset_ns, drift])| ClockOffset {
                 drift_ppm: drift * 1e6,
-                error_ns: if domain == reference {
-                    0.0
-                } else {
-                    errors.get(&domain).copied().unwrap_or(f64::INFINITY)
-                },
+                error_ns: errors.get(&domain).copied().unwrap_or(f64::INFINITY),
                 seconds: seconds.get(&domain).copied().unwrap_or(0),
                 reference: reference.clone(),
                 at,

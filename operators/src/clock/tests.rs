@@ -63,6 +63,14 @@ fn offsets_with_drift_are_made_consistent_over_the_graph() {
     );
     let o2 = by[&Domain::Origin(OriginId(2))];
     assert!((o2.offset_ns + 3600e9).abs() < 1_000.0, "{}", o2.offset_ns);
+    // Domain 2 is placed against the reference through domain 1: its bound is the two pairs'
+    // bounds together, not its own pair's alone.
+    assert!(
+        o2.error_ns >= o1.error_ns + 90_000.0 && o2.error_ns <= 220_000.0,
+        "{} (domain 1: {})",
+        o2.error_ns,
+        o1.error_ns
+    );
     assert_eq!(by[&Domain::Origin(OriginId(0))].offset_ns, 0.0);
 }
 
@@ -148,6 +156,51 @@ fn a_traced_node_without_an_estimate_is_corrected_by_its_hosts_coarse_offset() {
     assert_eq!(
         corrected(raw, &node, &other, at, &mut recent, &alignment),
         raw
+    );
+}
+
+/// A traced node's first estimate rests on one second whose requests queued (9.5 ms, within
+/// 12.5 ms); the bootstrap had its host at 0 within 3 ms: the alignment corrects it until an
+/// estimate knows the clock better than that.
+#[test]
+fn a_traced_nodes_loose_estimate_gives_way_to_a_tighter_alignment() {
+    let ms = 1_000_000.0;
+    let mut alignment = Alignment::none();
+    let host = Address::Name("service1".into());
+    alignment.set_host(causeway_sources::HostKey::of(&host), 0);
+    alignment.set_host_bound(causeway_sources::HostKey::of(&host), 3_000_000);
+    let node = Domain::Node("service1".into());
+    let estimate = |at: Time, offset: f64, error: f64| ClockOffset {
+        domain: node.clone(),
+        reference: Domain::Node("init".into()),
+        at,
+        offset_ns: offset,
+        drift_ppm: 0.0,
+        error_ns: error,
+        seconds: 1,
+        last: false,
+    };
+    let mut history = History::default();
+    history.insert(
+        node.clone(),
+        [
+            estimate(8 * BUCKET_NS, 9.5 * ms, 12.5 * ms),
+            estimate(9 * BUCKET_NS, 1.0 * ms, 2.0 * ms),
+        ]
+        .into(),
+    );
+    let mut recent = Recent::new(&history);
+    let raw = 8 * BUCKET_NS + 276_000_000;
+    let node = Some(node);
+    let at = raw;
+    assert_eq!(
+        corrected(Some(raw), &node, &host, at, &mut recent, &alignment),
+        Some(raw)
+    );
+    let later = 9 * BUCKET_NS + 276_000_000;
+    assert_eq!(
+        corrected(Some(later), &node, &host, later, &mut recent, &alignment),
+        Some(later - 1_000_000)
     );
 }
 
