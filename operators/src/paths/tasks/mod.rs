@@ -703,8 +703,7 @@ mod tests {
     /// A job queue: a producer pushes jobs to a queue server, whose reply to a worker's
     /// long-waiting pop follows the push by 50 µs; the worker then calls a service. The
     /// pop's reply is caused by the push, another connection's message, and the worker's call
-    /// by that reply. The worker's next pop, 200 µs after the service's answer, is the next
-    /// turn of its loop: it starts a path, as a closed-loop client's next request does.
+    /// by that reply.
     #[test]
     fn a_queue_reply_is_caused_by_the_push_that_fed_it() {
         use MessageKind::{Request as Q, Response as R};
@@ -737,11 +736,11 @@ mod tests {
             push("queue", "producer", t + 60 * us, t + 80 * us, R);
             let popped = push("queue", workers[w], t + 70 * us, t + 90 * us, R);
             let call = push(workers[w], "svc", t + 290 * us, t + 310 * us, Q);
-            push("svc", workers[w], t + 2_310 * us, t + 2_330 * us, R);
+            let answer = push("svc", workers[w], t + 2_310 * us, t + 2_330 * us, R);
             let next = push(workers[w], "queue", t + 2_530 * us, t + 2_550 * us, Q);
-            truth.push((popped, Some(lpush), pop[w]));
-            truth.push((call, Some(popped), 0));
-            truth.push((next, None, 0));
+            truth.push((popped, lpush, pop[w]));
+            truth.push((call, popped, 0));
+            truth.push((next, answer, 0));
             pop[w] = next;
         }
         let config = TasksConfig {
@@ -752,7 +751,7 @@ mod tests {
         let id = |r: usize| message_id(&messages[r]);
         let right = truth
             .iter()
-            .filter(|(m, p, _)| out[*m].best == p.map(id))
+            .filter(|(m, p, _)| out[*m].best == Some(id(*p)))
             .count();
 
         assert!(

@@ -13,8 +13,11 @@ use super::*;
 #[derive(Clone, Debug, Default)]
 pub struct Repeats {
     /// (task class, call class) -> closed tasks by how many calls of the class they made
-    /// (1 to `MAX_REPEATS`, the last for more), and those tasks' total.
-    hist: FastMap<(u64, u64), ([f32; MAX_REPEATS], f32)>,
+    /// (1 to `MAX_REPEATS`, the last for more), and what
+    /// [`Repeats::log_another`] reads for each count made, worked out when they change (every
+    /// option of every call reads one; summing the histogram there took a tenth of a busy
+    /// node-name trace's time).
+    hist: FastMap<(u64, u64), Box<RepeatCounts>>,
     /// Task class -> its closed tasks counted.
     tasks: FastMap<u64, f32>,
     /// Tasks a class remembers: past twice this many, its counts are halved.
@@ -23,6 +26,40 @@ pub struct Repeats {
 
 /// Calls of one class per task told apart (more count as this many).
 const MAX_REPEATS: usize = 16;
+
+/// One (task class, call class)'s closed tasks by calls made, and the log
+/// chance of another call after each count made (`log[k - 1]` for `k`).
+#[derive(Clone, Debug)]
+struct RepeatCounts {
+    hist: [f32; MAX_REPEATS],
+    log: [f64; MAX_REPEATS],
+}
+
+impl RepeatCounts {
+    fn new() -> Self {
+        RepeatCounts {
+            hist: [0.0; MAX_REPEATS],
+            log: [0.0; MAX_REPEATS],
+        }
+    }
+
+    /// Works `log` out from `hist`: past the most any task made, as unlikely as one more
+    /// than that most.
+    fn relearn(&mut self) {
+        let h = &self.hist;
+        let most = h.iter().rposition(|x| *x > 0.0).map_or(1, |i| i + 1);
+        for made in 1..=most {
+            let at_least: f32 = h[made - 1..].iter().sum();
+            let more: f32 = h[made..].iter().sum();
+            self.log[made - 1] =
+                f64::from(((more + REPEATS_PRIOR) / (at_least + REPEATS_PRIOR)).min(1.0)).ln();
+        }
+        for k in most..MAX_REPEATS {
+            self.log[k] = self.log[most - 1];
+        }
+    }
+}
+
 /// Closed tasks of a class counted before its repeats are believed.
 const REPEATS_EVIDENCE: f32 = 50.0;
 /// Added to the tasks that made more, so that no count is impossible.
@@ -42,10 +79,10 @@ impl Repeats {
         let n = self.tasks.entry(class).or_insert(0.0);
         *n += 1.0;
         if fade(n, self.memory) {
-            for ((c, _), (h, total)) in self.hist.iter_mut() {
+            for ((c, _), counts) in self.hist.iter_mut() {
                 if *c == class {
-                    h.iter_mut().for_each(|x| *x /= 2.0);
-                    *total /= 2.0;
+                    counts.hist.iter_mut().for_each(|x| *x /= 2.0);
+                    counts.relearn();
                 }
             }
         }
@@ -53,12 +90,12 @@ impl Repeats {
             if k == 0 {
                 continue;
             }
-            let (h, total) = self
+            let counts = self
                 .hist
                 .entry((class, call))
-                .or_insert(([0.0; MAX_REPEATS], 0.0));
-            h[k.min(MAX_REPEATS) - 1] += 1.0;
-            *total += 1.0;
+                .or_insert_with(|| Box::new(RepeatCounts::new()));
+            counts.hist[k.min(MAX_REPEATS) - 1] += 1.0;
+            counts.relearn();
         }
     }
 
@@ -68,15 +105,10 @@ impl Repeats {
         if made == 0 || self.tasks.get(&class).is_none_or(|n| *n < REPEATS_EVIDENCE) {
             return 0.0;
         }
-        let Some((h, _)) = self.hist.get(&(class, call)) else {
+        let Some(counts) = self.hist.get(&(class, call)) else {
             return 0.0;
         };
-        // Past the most any task made, as unlikely as one more than that most.
-        let most = h.iter().rposition(|x| *x > 0.0).map_or(1, |i| i + 1);
-        let made = made.min(most);
-        let at_least: f32 = h[made - 1..].iter().sum();
-        let more: f32 = h[made..].iter().sum();
-        f64::from(((more + REPEATS_PRIOR) / (at_least + REPEATS_PRIOR)).min(1.0)).ln()
+        counts.log[made.min(MAX_REPEATS) - 1]
     }
 }
 

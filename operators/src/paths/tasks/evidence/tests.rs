@@ -218,3 +218,25 @@ fn a_delays_bin_is_its_logarithms() {
     assert_eq!(bin(1_400), 1);
     assert_eq!(bin(i64::MAX), BINS - 1);
 }
+
+/// The integer bins are the floating-point ones: at every ns near every edge, at every ns of
+/// the first 2 ms, and at spread delays up to days.
+#[test]
+fn a_delays_bin_in_integers_is_its_bin_in_floating_point() {
+    let mut x: u64 = 7;
+    let mut checks: Vec<i64> = (-2_000..2_000_000).collect();
+    for k in 0..BINS as i32 {
+        let edge = (BIN_RATIO.powi(k) * 1000.0) as i64;
+        checks.extend(edge - 3..=edge + 3);
+    }
+    for _ in 0..100_000 {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        checks.push((x >> 20) as i64 % 400_000_000_000_000);
+    }
+    checks.extend([i64::MAX, i64::MIN, 1 << 62]);
+    for d in checks {
+        assert_eq!(bin(d), bin_by_float(d), "{d} ns");
+    }
+}

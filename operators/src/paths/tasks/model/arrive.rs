@@ -161,13 +161,13 @@ impl Model {
                     foreign: false,
                 };
                 insert_task(node, task);
-                remember(node, (at, s.id, atype, bin, s.id));
+                remember(node, (at, s.id, atype, bin, s.id, s.conn));
             }
             Role::Response => {
                 let paired = node.paired.remove(&s.id);
                 match paired {
                     Some((call, _, foreign)) => {
-                        self.answer(s.dst, call, foreign, at, s.id, atype, bin)
+                        self.answer(s.dst, call, foreign, at, (s.id, s.conn), atype, bin)
                     }
                     None => {
                         node.unpaired.insert(s.id, (at, atype, bin));
@@ -190,7 +190,7 @@ impl Model {
         call: u64,
         foreign: bool,
         at: Time,
-        id: u64,
+        (id, conn): (u64, Option<u64>),
         atype: u64,
         bin: u8,
     ) {
@@ -208,7 +208,7 @@ impl Model {
                 (Some(t), false) => t,
                 (None, false) => 0,
             };
-            remember(n, (at, id, atype, bin, task));
+            remember(n, (at, id, atype, bin, task, conn));
         }
     }
 

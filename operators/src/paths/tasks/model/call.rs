@@ -17,10 +17,13 @@ impl Model {
     /// request follows its answers beyond chance too, and one such task would take every
     /// later request of the client (on a node-name trace of the generator's multi-tier
     /// preset at parallelism 20, all 150,353 client calls, leaving 0.1% of the true
-    /// instances whole). Nor do the answers of the node the call goes to: a worker's next
-    /// pop follows the job its last pop brought, as closely as the job's work was quick
+    /// instances whole). Nor does one that came on the call's own connection: a worker's
+    /// next pop follows the job its last pop brought, as closely as the job's work was quick
     /// (a real job queue's paths split in two patterns, with and without the next pop, as
-    /// its service answered in 4 ms or in 42 ms).
+    /// its service answered in 4 ms or in 42 ms). Without connections (a node-name trace)
+    /// nothing tells the next turn of a loop from a reply whose roles were told wrong (a
+    /// server taken for a client answering the node that called it), and the test is as
+    /// before.
     ///
     /// Returns the call's decision if it starts a path, `None` if it is to be decided among
     /// the client's tasks. A call joins a task only by this test, whatever tasks are open: a
@@ -30,9 +33,6 @@ impl Model {
             from_client: true,
             ..Decision::default()
         };
-        // The answers of the node the call goes to: an arrival of that type is the answer
-        // to the client's previous call there, and the call the next turn of its loop.
-        let loop_type = arrival_type(self.kind_of(s.dst), Role::Response);
         let Some(node) = self.nodes.get_mut(&s.src) else {
             return Some(root);
         };
@@ -49,13 +49,14 @@ impl Model {
         // Arrivals another task caused. Not the answers to the calls made in the tasks they
         // opened: a closed-loop client's next call follows its answers beyond chance, and
         // would chain every later request of the client into one such task. Nor, for the
-        // same reason, the answers of the node the call goes to: a worker's next pop follows
-        // the job its last pop brought (at once if its work was quick, beyond the window if
-        // not, so that the job's pattern would hang on the speed of its service).
+        // same reason, one that came on the call's own connection: it answered the client's
+        // previous call there, and the call is the next turn of its loop (a worker's next pop
+        // follows the job its last pop brought, at once if its work was quick, beyond the
+        // window if not, so that the job's pattern would hang on the speed of its service).
         let foreign_ids: SmallVec<[u64; 8]> = node
             .recent
             .iter()
-            .filter(|r| r.4 == FOREIGN && r.2 != loop_type)
+            .filter(|r| r.4 == FOREIGN && (s.conn.is_none() || r.5 != s.conn))
             .map(|r| r.1)
             .collect();
         if let Some(shifted) = null_time(node, at, s.id) {

@@ -333,9 +333,10 @@ struct Node {
     unpaired: FastMap<u64, (Time, u64, u8)>,
     /// Provisional calls, by class, oldest first.
     provisional: FastMap<u64, Vec<Provisional>>,
-    /// The latest arrivals (receive time, id, type, size class, task), for replies caused
+    /// The latest arrivals (receive time, id, type, size class, task, connection), for
+    /// replies caused
     /// by another task's arrival; at most [`CROSS_RECENT`], of the last [`CROSS_WINDOW_NS`].
-    recent: std::collections::VecDeque<(Time, u64, u64, u8, u64)>,
+    recent: std::collections::VecDeque<(Time, u64, u64, u8, u64, Option<u64>)>,
     /// The newest local time seen at the node.
     newest: Time,
 }

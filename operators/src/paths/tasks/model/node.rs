@@ -49,7 +49,7 @@ pub(super) fn null_time(node: &Node, at: Time, id: u64) -> Option<Time> {
 }
 
 /// Notes an arrival among `node`'s recent ones.
-pub(super) fn remember(node: &mut Node, a: (Time, u64, u64, u8, u64)) {
+pub(super) fn remember(node: &mut Node, a: (Time, u64, u64, u8, u64, Option<u64>)) {
     node.recent.push_back(a);
     let newest = node.recent.iter().map(|r| r.0).max().unwrap_or(a.0);
     while node.recent.len() > CROSS_RECENT

@@ -307,7 +307,7 @@ impl Model {
         let caller = self.nodes.entry(s.dst).or_default();
         match caller.unpaired.remove(&s.id) {
             Some((rt, rtype, rbin)) => {
-                self.answer(s.dst, task.id, cross_cause, rt, s.id, rtype, rbin);
+                self.answer(s.dst, task.id, cross_cause, rt, (s.id, s.conn), rtype, rbin);
             }
             None => {
                 caller.paired.insert(s.id, (task.id, at, cross_cause));

@@ -220,7 +220,7 @@ fn a_clients_calls_join_a_task_only_after_another_tasks_arrival() {
         );
     }
     let node = m.nodes.entry(W).or_default();
-    remember(node, (0, 50, job_type, 0, FOREIGN));
+    remember(node, (0, 50, job_type, 0, FOREIGN, None));
     insert_task(
         node,
         Task {
@@ -237,13 +237,13 @@ fn a_clients_calls_join_a_task_only_after_another_tasks_arrival() {
         },
     );
     assign_call(node, 51, 0, 50, class, ms);
-    m.answer(W, 51, false, 10 * ms, 52, answer_type, 0);
+    m.answer(W, 51, false, 10 * ms, (52, None), answer_type, 0);
     assert_eq!(m.nodes[&W].recent.back().map(|r| r.4), Some(50));
     let next = seen(53, W, B, Role::Request, 11 * ms, 12 * ms);
     assert!(m.client_call(&next, 11 * ms, class).is_some(), "chained");
     // The pop, made in the job; its answer is the next job.
     assign_call(m.nodes.get_mut(&W).unwrap(), 54, 0, 52, class, 11 * ms);
-    m.answer(W, 54, true, 15 * ms, 55, job_type, 0);
+    m.answer(W, 54, true, 15 * ms, (55, None), job_type, 0);
     assert_eq!(m.nodes[&W].recent.back().map(|r| r.4), Some(FOREIGN));
     let call = seen(56, W, B, Role::Request, 16 * ms, 17 * ms);
     assert!(
@@ -252,9 +252,10 @@ fn a_clients_calls_join_a_task_only_after_another_tasks_arrival() {
     );
 }
 
-/// A worker's job came from the queue Q (its pop's answer, another task's doing). Its call
-/// to the service S within the window is decided in the job; its next call to Q, though as
-/// close, is the next turn of its loop and starts a path, however quick the job's work was.
+/// A worker's job came from the queue Q on its pop's connection (its pop's answer, another
+/// task's doing). Its call to the service S within the window is decided in the job; its
+/// next call on that connection, though as close, is the next turn of its loop and starts a
+/// path, however quick the job's work was. Without connections, nothing tells the two apart.
 #[test]
 fn a_workers_next_pop_is_not_made_in_the_job_its_last_pop_brought() {
     const W: u64 = 4;
@@ -274,12 +275,20 @@ fn a_workers_next_pop_is_not_made_in_the_job_its_last_pop_brought() {
                 .observe(class, &[(mix(job_type, CROSS_TYPE), ms as i64)], &[]);
         }
     }
-    remember(m.nodes.entry(W).or_default(), (0, 50, job_type, 0, FOREIGN));
-    let call = seen(51, W, S, Role::Request, ms, 2 * ms);
+    let pop_conn = Some(1);
+    remember(
+        m.nodes.entry(W).or_default(),
+        (0, 50, job_type, 0, FOREIGN, pop_conn),
+    );
+    let mut call = seen(51, W, S, Role::Request, ms, 2 * ms);
+    call.conn = Some(2);
     assert!(m.client_call(&call, ms, to_s).is_none(), "in the job");
-    let pop = seen(52, W, Q, Role::Request, 2 * ms, 3 * ms);
+    let mut pop = seen(52, W, Q, Role::Request, 2 * ms, 3 * ms);
+    pop.conn = pop_conn;
     assert!(
         m.client_call(&pop, 2 * ms, to_q).is_some(),
         "made in the job"
     );
+    pop.conn = None;
+    assert!(m.client_call(&pop, 2 * ms, to_q).is_none(), "told apart");
 }
