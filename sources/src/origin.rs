@@ -92,6 +92,8 @@ pub struct Alignment {
     hosts: HashMap<HostKey, i64>,
     /// Hard bounds on the error of `hosts`' offsets (ns), where the bootstrap has one.
     host_bounds: HashMap<HostKey, u64>,
+    /// The least of `host_bounds`.
+    least_host_bound: Option<u64>,
 }
 
 impl Alignment {
@@ -131,6 +133,14 @@ impl Alignment {
     /// (the bootstrap's first seconds; a clock drifts away from it after).
     pub fn set_host_bound(&mut self, host: HostKey, bound_ns: u64) {
         self.host_bounds.insert(host, bound_ns);
+        self.least_host_bound = Some(self.least_host_bound.map_or(bound_ns, |b| b.min(bound_ns)));
+    }
+
+    /// The least bound any host's offset has (`None`: none has one): an estimate known
+    /// better than that needs no host looked up.
+    #[inline]
+    pub fn least_host_bound(&self) -> Option<u64> {
+        self.least_host_bound
     }
 
     /// The bound on the error of the offset of the host of `address` (ns), if there is one.

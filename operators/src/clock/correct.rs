@@ -88,6 +88,15 @@ pub(super) fn corrected(
     }
     let offset = match domain {
         Some(d) => match history.get(d).and_then(|h| estimate(h, at).map(|o| (o, h))) {
+            // An estimate known better than every host's alignment is taken without looking
+            // its host up (a lookup per timestamp, in the steady state of every trace).
+            Some((o, _))
+                if alignment
+                    .least_host_bound()
+                    .is_none_or(|b| o.error_ns <= b as f64) =>
+            {
+                o.offset_at(at)
+            }
             Some((o, h)) => match (d, alignment.host_bound(end)) {
                 (Domain::Node(_), Some(bound)) => {
                     let first = h.front().map_or(at, |f| f.at);

@@ -45,7 +45,7 @@ impl RepeatCounts {
 
     /// Works `log` out from `hist`: past the most any task made, as unlikely as one more
     /// than that most.
-    fn relearn(&mut self) {
+    fn update(&mut self) {
         let h = &self.hist;
         let most = h.iter().rposition(|x| *x > 0.0).map_or(1, |i| i + 1);
         for made in 1..=most {
@@ -82,7 +82,7 @@ impl Repeats {
             for ((c, _), counts) in self.hist.iter_mut() {
                 if *c == class {
                     counts.hist.iter_mut().for_each(|x| *x /= 2.0);
-                    counts.relearn();
+                    counts.update();
                 }
             }
         }
@@ -95,7 +95,7 @@ impl Repeats {
                 .entry((class, call))
                 .or_insert_with(|| Box::new(RepeatCounts::new()));
             counts.hist[k.min(MAX_REPEATS) - 1] += 1.0;
-            counts.relearn();
+            counts.update();
         }
     }
 
