@@ -120,7 +120,7 @@ impl Delays {
         let b = bin(delay_ns);
         let p = self.log_density(hist.map(|h| &h.counts), class, delay_ns, b);
         match hist {
-            Some(h) => p - h.log_survival[b],
+            Some(h) => p - f64::from(h.survival[b]).ln(),
             None => p,
         }
     }
@@ -181,35 +181,39 @@ impl ClassTotals {
     }
 }
 
-/// One (arrival type, departure class)'s delays: counts per bin, and the log share of them
+/// One (arrival type, departure class)'s delays: counts per bin, and the share of them
 /// longer than each bin (its middle), which every option of every call reads and only a
-/// decision changes.
+/// decision changes (its logarithm is taken where it is read: a decision changes every
+/// bin, an option reads one).
 #[derive(Clone, Debug)]
 struct Hist {
     counts: [f32; BINS],
-    /// Per bin, the log of the share of the counts above it and half its own (at least
-    /// [`SURVIVAL_FLOOR`]); 0 while there are none.
-    log_survival: [f64; BINS],
+    /// Per bin, the share of the counts above it and half its own (at least
+    /// [`SURVIVAL_FLOOR`]); 1 while there are none.
+    survival: [f32; BINS],
 }
 
 impl Hist {
     fn new() -> Self {
         Hist {
             counts: [0.0; BINS],
-            log_survival: [0.0; BINS],
+            survival: [1.0; BINS],
         }
     }
 
-    /// Works the log survival out again after the counts changed.
+    /// Works the survival out again after the counts changed.
     fn update(&mut self) {
         let mass: f32 = self.counts.iter().sum();
-        for b in 0..BINS {
-            self.log_survival[b] = if mass <= 0.0 {
-                0.0
-            } else {
-                let longer: f32 = self.counts[b + 1..].iter().sum::<f32>() + 0.5 * self.counts[b];
-                f64::from((longer / mass).max(SURVIVAL_FLOOR)).ln()
-            };
+        if mass <= 0.0 {
+            self.survival = [1.0; BINS];
+            return;
+        }
+        // The counts above each bin, from the top down.
+        let mut above = 0.0f32;
+        for b in (0..BINS).rev() {
+            let longer = above + 0.5 * self.counts[b];
+            self.survival[b] = (longer / mass).max(SURVIVAL_FLOOR);
+            above += self.counts[b];
         }
     }
 }

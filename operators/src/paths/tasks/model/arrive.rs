@@ -223,6 +223,7 @@ impl Model {
             self.tally.answers_without_call += 1;
             return;
         };
+        reweigh_from(n, at);
         if let Some(t) = n.tasks.iter_mut().find(|t| t.id == task) {
             // In time order (after those at the same time), so that the latest before a
             // time is found by halving.

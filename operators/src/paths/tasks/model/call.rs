@@ -104,35 +104,26 @@ impl Model {
         }
     }
 
-    /// The options of a call of `class` at `at` at `node`'s tasks.
+    /// The options of provisional call `p` of `class` at `node`'s tasks: weighed once
+    /// (kept in `p`), and read again with what changes while it is provisional (the calls of
+    /// its class the tasks made: [`Repeats`]) for the tasks still open.
     pub(super) fn call_options(
         &self,
         node: &Node,
-        at: Time,
+        p: &mut Provisional,
         class: u64,
     ) -> SmallVec<[CallOption; 8]> {
-        let config = self.config;
-        let oldest = at.saturating_sub(config.task_timeout_ns);
+        let weighed = p
+            .weighed
+            .get_or_insert_with(|| self.weigh_call(node, p.at, class));
         let mut options: SmallVec<[CallOption; 8]> = SmallVec::new();
-        for (i, t) in node.tasks.iter().enumerate() {
-            if t.opened > at {
-                break;
-            }
-            if t.opened < oldest {
-                continue;
-            }
-            let Some((pt, pid, ptype, bin)) = t.latest(at) else {
+        for w in weighed.iter() {
+            let Some(i) = task_index(node, w.task, w.opened) else {
                 continue;
             };
-            if at.saturating_sub(pt) > t.reach_ns(config.max_delay_ns) {
-                continue;
-            }
-            let d = delay(pt, at);
-            let score = self.delays.read((ptype, class, d))
-                + self.sizes.read((ptype, class, bin))
-                + self.repeats.read((t.class, class, t.kids.of_class(class)))
-                + self.durations.read((t.class, delay(t.opened, at)));
-            options.push((i, score, pid, ptype, d, bin));
+            let made = node.tasks[i].kids.of_class(class);
+            let score = w.score + self.repeats.read((w.task_class, class, made));
+            options.push((i, score, w.pid, w.ptype, w.delay, w.bin));
         }
         if options.len() > MAX_CALL_OPTIONS {
             // The likeliest, in the tasks' order (the order prior ranks by it): the joint
@@ -148,6 +139,43 @@ impl Model {
         options
     }
 
+    /// A call of `class` sent at `at` weighed against each of `node`'s tasks that can take
+    /// it: the part of its score that stays while it is provisional.
+    fn weigh_call(&self, node: &Node, at: Time, class: u64) -> Vec<Weighed> {
+        let config = self.config;
+        let oldest = at.saturating_sub(config.task_timeout_ns);
+        let mut weighed = Vec::new();
+        for t in node.tasks.iter() {
+            if t.opened > at {
+                break;
+            }
+            if t.opened < oldest {
+                continue;
+            }
+            let Some((pt, pid, ptype, bin)) = t.latest(at) else {
+                continue;
+            };
+            if at.saturating_sub(pt) > t.reach_ns(config.max_delay_ns) {
+                continue;
+            }
+            let d = delay(pt, at);
+            let score = self.delays.read((ptype, class, d))
+                + self.sizes.read((ptype, class, bin))
+                + self.durations.read((t.class, delay(t.opened, at)));
+            weighed.push(Weighed {
+                task: t.id,
+                opened: t.opened,
+                task_class: t.class,
+                pid,
+                ptype,
+                delay: d,
+                bin,
+                score,
+            });
+        }
+        weighed
+    }
+
     /// Decides a call together with the provisional calls of its class at its node.
     pub(super) fn call(&mut self, s: &Seen, at: Time, class: u64) {
         let Some(mut node) = self.nodes.remove(&s.src) else {
@@ -160,6 +188,7 @@ impl Model {
             task: None,
             decision: Decision::default(),
             learn: SmallVec::new(),
+            weighed: None,
         };
         self.resolve(&mut node, class, Some(new));
         self.nodes.insert(s.src, node);
@@ -190,8 +219,8 @@ impl Model {
         let mut slots: Vec<(u64, u64)> = Vec::new();
         let mut slot_of: FastMap<(u64, u64), usize> = FastMap::default();
         let mut per_call: Vec<SmallVec<[CallOption; 8]>> = Vec::with_capacity(set.len());
-        for p in &set {
-            let options = self.call_options(node, p.at, class);
+        for p in set.iter_mut() {
+            let options = self.call_options(node, p, class);
             for o in &options {
                 let key = (node.tasks[o.0].id, o.2);
                 slot_of.entry(key).or_insert_with(|| {
@@ -303,12 +332,20 @@ impl Model {
         per_call: &'a [SmallVec<[CallOption; 8]>],
         chosen: &'a [Option<usize>],
     ) -> Joint<'a> {
+        // Which calls of the set hold each slot as chosen (mostly none or one).
+        let mut holders: FastMap<(usize, u64), SmallVec<[usize; 2]>> = FastMap::default();
+        for (j, c) in chosen.iter().enumerate() {
+            if let Some(c) = *c {
+                let o = per_call[j][c];
+                holders.entry((o.0, o.2)).or_default().push(j);
+            }
+        }
         Joint {
             node,
             class,
             set,
             per_call,
-            chosen,
+            holders,
             rho: self.rho_of(class),
         }
     }
@@ -392,7 +429,8 @@ struct Joint<'a> {
     class: u64,
     set: &'a [Provisional],
     per_call: &'a [SmallVec<[CallOption; 8]>],
-    chosen: &'a [Option<usize>],
+    /// Slot -> the calls of the set that hold it, as chosen.
+    holders: FastMap<(usize, u64), SmallVec<[usize; 2]>>,
     /// The class's order prior.
     rho: f64,
 }
@@ -409,10 +447,9 @@ impl Joint<'_> {
     fn held_by(&self, i: usize, slot: (usize, u64), before: Option<(Time, usize)>) -> bool {
         let (ti, pid) = slot;
         self.node.tasks[ti].kids.contains((pid, self.class))
-            || self.chosen.iter().enumerate().any(|(j, c)| {
-                j != i
-                    && before.is_none_or(|b| (self.set[j].at, j) < b)
-                    && c.is_some_and(|c| self.key(j, c) == slot)
+            || self.holders.get(&slot).is_some_and(|h| {
+                h.iter()
+                    .any(|&j| j != i && before.is_none_or(|b| (self.set[j].at, j) < b))
             })
     }
 

@@ -313,6 +313,26 @@ struct Provisional {
     /// For learning once final: (parent type, delay, posterior, size class) of each
     /// option.
     learn: SmallVec<[(u64, i64, f64, u8); 4]>,
+    /// Its options as first weighed, in the tasks' order (`None`: not yet, or a task opened
+    /// or an arrival came at or before its send since): deciding it again reads only what
+    /// other calls change.
+    weighed: Option<Vec<Weighed>>,
+}
+
+/// A provisional call's option as first weighed: the task (its id and receive time, by
+/// which it is found again, and its class), the parent (id, type, size class), the delay
+/// from it, and the score of all that does not change while the call is provisional (the
+/// learned delay, sizes and the task's age, as learned when the call was sent).
+#[derive(Clone, Copy, Debug)]
+struct Weighed {
+    task: u64,
+    opened: Time,
+    task_class: u64,
+    pid: u64,
+    ptype: u64,
+    delay: i64,
+    bin: u8,
+    score: f64,
 }
 
 /// One node's state.

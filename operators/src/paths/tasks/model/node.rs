@@ -27,12 +27,35 @@ pub(super) fn marginal(d: &Decision) -> f64 {
 /// Inserts `task` among `node`'s tasks in order of arrival (arrivals come nearly in order:
 /// from the back).
 pub(super) fn insert_task(node: &mut Node, task: Task) {
+    reweigh_from(node, task.opened);
     let pos = node
         .tasks
         .iter()
         .rposition(|t| t.opened <= task.opened)
         .map_or(0, |p| p + 1);
     node.tasks.insert(pos, task);
+}
+
+/// Forgets the options weighed for `node`'s provisional calls sent at or after `t`: a task
+/// opened, or an arrival came, at or before their send (a tie, or an answer paired late),
+/// and they have an option they were not weighed with.
+pub(super) fn reweigh_from(node: &mut Node, t: Time) {
+    for set in node.provisional.values_mut() {
+        for p in set.iter_mut().filter(|p| p.at >= t) {
+            p.weighed = None;
+        }
+    }
+}
+
+/// The index of task `id`, received at `opened`, among `node`'s tasks (in order of
+/// receipt), if it is still open.
+pub(super) fn task_index(node: &Node, id: u64, opened: Time) -> Option<usize> {
+    let start = node.tasks.partition_point(|t| t.opened < opened);
+    node.tasks[start..]
+        .iter()
+        .take_while(|t| t.opened == opened)
+        .position(|t| t.id == id)
+        .map(|k| start + k)
 }
 
 /// The time before a departure (`id`, at `at`) whose arrivals stand for chance (the null
