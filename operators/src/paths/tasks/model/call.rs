@@ -104,12 +104,14 @@ impl Model {
         }
     }
 
-    /// The options of provisional call `p` of `class` at `node`'s tasks: weighed once
-    /// (kept in `p`), and read again with what changes while it is provisional (the calls of
-    /// its class the tasks made: [`Repeats`]) for the tasks still open.
+    /// The options of provisional call `p` of `class` at `node`'s tasks (`keys`:
+    /// [`task_keys`]): weighed once (kept in `p`), and read again with what changes while it
+    /// is provisional (the calls of its class the tasks made: [`Repeats`]) for the tasks
+    /// still open.
     pub(super) fn call_options(
         &self,
         node: &Node,
+        keys: &[(Time, u64)],
         p: &mut Provisional,
         class: u64,
     ) -> SmallVec<[CallOption; 8]> {
@@ -118,7 +120,7 @@ impl Model {
             .get_or_insert_with(|| self.weigh_call(node, p.at, class));
         let mut options: SmallVec<[CallOption; 8]> = SmallVec::new();
         for w in weighed.iter() {
-            let Some(i) = task_index(node, w.task, w.opened) else {
+            let Some(i) = task_index(keys, w.task, w.opened) else {
                 continue;
             };
             let made = node.tasks[i].kids.of_class(class);
@@ -219,8 +221,9 @@ impl Model {
         let mut slots: Vec<(u64, u64)> = Vec::new();
         let mut slot_of: FastMap<(u64, u64), usize> = FastMap::default();
         let mut per_call: Vec<SmallVec<[CallOption; 8]>> = Vec::with_capacity(set.len());
+        let keys = task_keys(node);
         for p in set.iter_mut() {
-            let options = self.call_options(node, p, class);
+            let options = self.call_options(node, &keys, p, class);
             for o in &options {
                 let key = (node.tasks[o.0].id, o.2);
                 slot_of.entry(key).or_insert_with(|| {
@@ -332,14 +335,17 @@ impl Model {
         per_call: &'a [SmallVec<[CallOption; 8]>],
         chosen: &'a [Option<usize>],
     ) -> Joint<'a> {
-        // Which calls of the set hold each slot as chosen (mostly none or one).
-        let mut holders: FastMap<(usize, u64), SmallVec<[usize; 2]>> = FastMap::default();
-        for (j, c) in chosen.iter().enumerate() {
-            if let Some(c) = *c {
-                let o = per_call[j][c];
-                holders.entry((o.0, o.2)).or_default().push(j);
-            }
-        }
+        // Which calls of the set hold which slot, as chosen (at most `MAX_PROVISIONAL`).
+        let holders: SmallVec<[((usize, u64), usize); MAX_PROVISIONAL]> = chosen
+            .iter()
+            .enumerate()
+            .filter_map(|(j, c)| {
+                c.map(|c| {
+                    let o = per_call[j][c];
+                    ((o.0, o.2), j)
+                })
+            })
+            .collect();
         Joint {
             node,
             class,
@@ -429,8 +435,8 @@ struct Joint<'a> {
     class: u64,
     set: &'a [Provisional],
     per_call: &'a [SmallVec<[CallOption; 8]>],
-    /// Slot -> the calls of the set that hold it, as chosen.
-    holders: FastMap<(usize, u64), SmallVec<[usize; 2]>>,
+    /// (slot, call of the set that holds it), as chosen.
+    holders: SmallVec<[((usize, u64), usize); MAX_PROVISIONAL]>,
     /// The class's order prior.
     rho: f64,
 }
@@ -447,9 +453,8 @@ impl Joint<'_> {
     fn held_by(&self, i: usize, slot: (usize, u64), before: Option<(Time, usize)>) -> bool {
         let (ti, pid) = slot;
         self.node.tasks[ti].kids.contains((pid, self.class))
-            || self.holders.get(&slot).is_some_and(|h| {
-                h.iter()
-                    .any(|&j| j != i && before.is_none_or(|b| (self.set[j].at, j) < b))
+            || self.holders.iter().any(|&(held, j)| {
+                held == slot && j != i && before.is_none_or(|b| (self.set[j].at, j) < b)
             })
     }
 

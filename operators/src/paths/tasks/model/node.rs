@@ -47,14 +47,20 @@ pub(super) fn reweigh_from(node: &mut Node, t: Time) {
     }
 }
 
-/// The index of task `id`, received at `opened`, among `node`'s tasks (in order of
-/// receipt), if it is still open.
-pub(super) fn task_index(node: &Node, id: u64, opened: Time) -> Option<usize> {
-    let start = node.tasks.partition_point(|t| t.opened < opened);
-    node.tasks[start..]
+/// `node`'s tasks as (receive time, id), in their order: what finding a task again by
+/// halving reads (a task is some hundreds of bytes; these are sixteen).
+pub(super) fn task_keys(node: &Node) -> SmallVec<[(Time, u64); 64]> {
+    node.tasks.iter().map(|t| (t.opened, t.id)).collect()
+}
+
+/// The index of task `id`, received at `opened`, among the tasks `keys`
+/// ([`task_keys`]) lists, if it is still open.
+pub(super) fn task_index(keys: &[(Time, u64)], id: u64, opened: Time) -> Option<usize> {
+    let start = keys.partition_point(|k| k.0 < opened);
+    keys[start..]
         .iter()
-        .take_while(|t| t.opened == opened)
-        .position(|t| t.id == id)
+        .take_while(|k| k.0 == opened)
+        .position(|k| k.1 == id)
         .map(|k| start + k)
 }
 
