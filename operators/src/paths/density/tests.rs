@@ -133,6 +133,33 @@ fn bins_are_five_percent_wide_from_a_microsecond() {
 }
 
 #[test]
+fn every_whole_delay_falls_in_the_bin_the_float_definition_gives() {
+    let table = &*BIN_TABLE;
+    let mut delays: Vec<u64> = Vec::new();
+    for &e in &table.edges_ns {
+        delays.extend(e.saturating_sub(2)..=e + 2);
+    }
+    for p in 0..63 {
+        let x = 1u64 << p;
+        delays.extend([x - 1, x, x + 1]);
+    }
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for _ in 0..200_000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        // Delays up to about 2^40 ns (18 minutes), spread over the powers of two.
+        delays.push(x >> (24 + x % 40));
+    }
+    for d in delays {
+        assert_eq!(bin_ns(d), bin_by_float(d as f64), "delay {d} ns");
+        assert_eq!(bin(d as f64), bin_by_float(d as f64), "delay {d} ns");
+    }
+    assert_eq!(bin(1_500.5), bin_by_float(1_500.5));
+    assert_eq!(bin(-3.0), 0);
+}
+
+#[test]
 fn a_peak_over_a_background_scores_the_typical_delay_highest() {
     let mut d = DelayDensity::new(1000.0);
     // True delays near 2 ms; wrong candidates more often recent than not (0-25 ms,
