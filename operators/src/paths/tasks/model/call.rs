@@ -106,12 +106,13 @@ impl Model {
 
     /// The options of provisional call `p` of `class` at `node`'s tasks (`keys`:
     /// [`task_keys`]): weighed once (kept in `p`), and read again with what changes while it
-    /// is provisional (the calls of its class the tasks made: [`Repeats`]) for the tasks
-    /// still open.
+    /// is provisional (`repeats`, per task: the chance of another call of its class, from
+    /// the calls of the class it made, [`Repeats`]) for the tasks still open.
     pub(super) fn call_options(
         &self,
         node: &Node,
         keys: &[(Time, u64)],
+        repeats: &[f64],
         p: &mut Provisional,
         class: u64,
     ) -> SmallVec<[CallOption; 8]> {
@@ -123,8 +124,7 @@ impl Model {
             let Some(i) = task_index(keys, w.task, w.opened) else {
                 continue;
             };
-            let made = node.tasks[i].kids.of_class(class);
-            let score = w.score + self.repeats.read((w.task_class, class, made));
+            let score = w.score + repeats[i];
             options.push((i, score, w.pid, w.ptype, w.delay, w.bin));
         }
         if options.len() > MAX_CALL_OPTIONS {
@@ -167,7 +167,6 @@ impl Model {
             weighed.push(Weighed {
                 task: t.id,
                 opened: t.opened,
-                task_class: t.class,
                 pid,
                 ptype,
                 delay: d,
@@ -222,8 +221,15 @@ impl Model {
         let mut slot_of: FastMap<(u64, u64), usize> = FastMap::default();
         let mut per_call: Vec<SmallVec<[CallOption; 8]>> = Vec::with_capacity(set.len());
         let keys = task_keys(node);
+        // Each task's chance of another call of the class, read once for every call of the
+        // set.
+        let repeats: SmallVec<[f64; 64]> = node
+            .tasks
+            .iter()
+            .map(|t| self.repeats.read((t.class, class, t.kids.of_class(class))))
+            .collect();
         for p in set.iter_mut() {
-            let options = self.call_options(node, &keys, p, class);
+            let options = self.call_options(node, &keys, &repeats, p, class);
             for o in &options {
                 let key = (node.tasks[o.0].id, o.2);
                 slot_of.entry(key).or_insert_with(|| {

@@ -320,14 +320,13 @@ struct Provisional {
 }
 
 /// A provisional call's option as first weighed: the task (its id and receive time, by
-/// which it is found again, and its class), the parent (id, type, size class), the delay
+/// which it is found again), the parent (id, type, size class), the delay
 /// from it, and the score of all that does not change while the call is provisional (the
 /// learned delay, sizes and the task's age, as learned when the call was sent).
 #[derive(Clone, Copy, Debug)]
 struct Weighed {
     task: u64,
     opened: Time,
-    task_class: u64,
     pid: u64,
     ptype: u64,
     delay: i64,
