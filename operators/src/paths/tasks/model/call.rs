@@ -115,11 +115,11 @@ impl Model {
         repeats: &[f64],
         p: &mut Provisional,
         class: u64,
-    ) -> SmallVec<[CallOption; 8]> {
+    ) -> CallOptions {
         let weighed = p
             .weighed
             .get_or_insert_with(|| self.weigh_call(node, p.at, class));
-        let mut options: SmallVec<[CallOption; 8]> = SmallVec::new();
+        let mut options: SmallVec<[CallOption; 64]> = SmallVec::new();
         for w in weighed.iter() {
             let Some(i) = task_index(keys, w.task, w.opened) else {
                 continue;
@@ -136,9 +136,9 @@ impl Model {
             let mut keep: SmallVec<[usize; 64]> =
                 by_score[..MAX_CALL_OPTIONS].iter().map(|x| x.1).collect();
             keep.sort_unstable();
-            options = keep.into_iter().map(|k| options[k]).collect();
+            return keep.into_iter().map(|k| options[k]).collect();
         }
-        options
+        options.into_iter().collect()
     }
 
     /// A call of `class` sent at `at` weighed against each of `node`'s tasks that can take
@@ -219,7 +219,7 @@ impl Model {
         // found by a map, not by scanning them.
         let mut slots: Vec<(u64, u64)> = Vec::new();
         let mut slot_of: FastMap<(u64, u64), usize> = FastMap::default();
-        let mut per_call: Vec<SmallVec<[CallOption; 8]>> = Vec::with_capacity(set.len());
+        let mut per_call: Vec<CallOptions> = Vec::with_capacity(set.len());
         let keys = task_keys(node);
         // Each task's chance of another call of the class, read once for every call of the
         // set.
@@ -294,7 +294,7 @@ impl Model {
         // prior ranks the tasks still waiting. The choices are then each call's best given
         // the others, and their probabilities say so.
         let joint = self.joint(node, class, &set, &per_call, &chosen);
-        let conditional: Vec<SmallVec<[f64; 8]>> =
+        let conditional: Vec<SmallVec<[f64; MAX_CALL_OPTIONS]>> =
             (0..per_call.len()).map(|i| joint.conditionals(i)).collect();
         // Apply: each call into its task, its decision recorded.
         for (((p, options), choice), scores) in
@@ -338,7 +338,7 @@ impl Model {
         node: &'a Node,
         class: u64,
         set: &'a [Provisional],
-        per_call: &'a [SmallVec<[CallOption; 8]>],
+        per_call: &'a [CallOptions],
         chosen: &'a [Option<usize>],
     ) -> Joint<'a> {
         // Which calls of the set hold which slot, as chosen (at most `MAX_PROVISIONAL`).
@@ -368,7 +368,7 @@ impl Model {
         node: &Node,
         class: u64,
         set: &[Provisional],
-        per_call: &[SmallVec<[CallOption; 8]>],
+        per_call: &[CallOptions],
         chosen: &[Option<usize>],
     ) -> f64 {
         let joint = self.joint(node, class, set, per_call, chosen);
@@ -389,7 +389,7 @@ impl Model {
         node: &Node,
         class: u64,
         set: &[Provisional],
-        per_call: &[SmallVec<[CallOption; 8]>],
+        per_call: &[CallOptions],
         chosen: &mut [Option<usize>],
     ) {
         let task_of = |j: usize, c: Option<usize>| c.map(|c| node.tasks[per_call[j][c].0].id);
@@ -434,13 +434,21 @@ impl Model {
     }
 }
 
+/// Per option of a call of a joint decision: whether its task still waits for a call of
+/// the class, and whether another call holds its slot ([`Joint::held`]).
+#[derive(Default)]
+struct Held {
+    waiting: SmallVec<[bool; MAX_CALL_OPTIONS]>,
+    taken: SmallVec<[bool; MAX_CALL_OPTIONS]>,
+}
+
 /// The calls of a class at a node decided jointly: their scores given one another's
 /// choices.
 struct Joint<'a> {
     node: &'a Node,
     class: u64,
     set: &'a [Provisional],
-    per_call: &'a [SmallVec<[CallOption; 8]>],
+    per_call: &'a [CallOptions],
     /// (slot, call of the set that holds it), as chosen.
     holders: SmallVec<[((usize, u64), usize); MAX_PROVISIONAL]>,
     /// The class's order prior.
@@ -454,23 +462,28 @@ impl Joint<'_> {
         (o.0, o.2)
     }
 
-    /// Whether `slot` is held, for call `i`: by a final call of the class, or by another
-    /// call of the set as chosen (with `before`, only one sent before it).
-    fn held_by(&self, i: usize, slot: (usize, u64), before: Option<(Time, usize)>) -> bool {
-        let (ti, pid) = slot;
-        self.node.tasks[ti].kids.contains((pid, self.class))
-            || self.holders.iter().any(|&(held, j)| {
-                held == slot && j != i && before.is_none_or(|b| (self.set[j].at, j) < b)
-            })
-    }
-
     /// For each option of call `i`: whether its task still waits for a call of the class
-    /// when `i` was sent (neither a final call nor an earlier one of the set took its slot).
-    fn waiting(&self, i: usize) -> SmallVec<[bool; 16]> {
-        let before = Some((self.set[i].at, i));
-        (0..self.per_call[i].len())
-            .map(|c| !self.held_by(i, self.key(i, c), before))
-            .collect()
+    /// when `i` was sent (neither a final call nor an earlier one of the set took its slot),
+    /// and whether its slot is held at all (by a final call or by any other call of the set,
+    /// as chosen), found in one pass over the holders.
+    fn held(&self, i: usize) -> Held {
+        let before = (self.set[i].at, i);
+        let mut held = Held::default();
+        for c in 0..self.per_call[i].len() {
+            let slot = self.key(i, c);
+            let (ti, pid) = slot;
+            let by_final = self.node.tasks[ti].kids.contains((pid, self.class));
+            let (mut by_earlier, mut by_other) = (false, false);
+            for &(h, j) in &self.holders {
+                if h == slot && j != i {
+                    by_other = true;
+                    by_earlier |= (self.set[j].at, j) < before;
+                }
+            }
+            held.waiting.push(!(by_final || by_earlier));
+            held.taken.push(by_final || by_other);
+        }
+        held
     }
 
     /// The score of call `i` of the set taking its option `k`, the others as chosen: its
@@ -478,24 +491,25 @@ impl Joint<'_> {
     /// and the order prior over the tasks still waiting for a call of the class when it was
     /// sent (those whose slot neither a final call nor an earlier one of the set took).
     fn conditional(&self, i: usize, k: usize) -> f64 {
-        self.score(i, k, &self.waiting(i))
+        self.score(i, k, &self.held(i))
     }
 
     /// [`Joint::conditional`] of call `i` for each of its options: which tasks still wait
     /// is worked out once.
-    fn conditionals(&self, i: usize) -> SmallVec<[f64; 8]> {
-        let waiting = self.waiting(i);
+    fn conditionals(&self, i: usize) -> SmallVec<[f64; MAX_CALL_OPTIONS]> {
+        let held = self.held(i);
         (0..self.per_call[i].len())
-            .map(|k| self.score(i, k, &waiting))
+            .map(|k| self.score(i, k, &held))
             .collect()
     }
 
-    /// [`Joint::conditional`], with `waiting` from [`Joint::waiting`].
-    fn score(&self, i: usize, k: usize, waiting: &[bool]) -> f64 {
+    /// [`Joint::conditional`], with `held` from [`Joint::held`].
+    fn score(&self, i: usize, k: usize, held: &Held) -> f64 {
         let rho = self.rho;
         let options = &self.per_call[i];
+        let waiting = &held.waiting;
         let mut score = options[k].1;
-        if self.held_by(i, self.key(i, k), None) {
+        if held.taken[k] {
             score += SAME_CHILD;
         }
         if rho < 0.999 {

@@ -459,6 +459,8 @@ fn signature_of(class: u64) -> u64 {
 /// A call's option: its task's index, score, parent id, parent type, delay and parent's
 /// size class.
 type CallOption = (usize, f64, u64, u64, i64, u8);
+/// A call's options, at most [`MAX_CALL_OPTIONS`].
+type CallOptions = SmallVec<[CallOption; MAX_CALL_OPTIONS]>;
 /// A recent arrival seen from a departure: (receive time, id, type, size class, delay to
 /// the departure).
 type RecentArrival = (Time, u64, u64, u8, i64);
