@@ -404,6 +404,7 @@ impl Linker {
 /// Links the warm-up `held` three times for each order prior, and returns a model with the
 /// evidence learned under the likeliest prior, for the real run.
 fn warm_up(config: &TasksConfig, held: &[Box<Held>]) -> Model {
+    let order = taken_in(held);
     let mut best: Option<(f64, Model)> = None;
     // Per departure class: (its best log-likelihood, under which prior).
     let mut per_class: FastMap<u64, (f64, f64)> = FastMap::default();
@@ -415,7 +416,7 @@ fn warm_up(config: &TasksConfig, held: &[Box<Held>]) -> Model {
         let mut model = Model::batch(model_config);
         for _ in 0..3 {
             model = model.relearned(model_config, true);
-            replay(&mut model, held);
+            replay(&mut model, &order);
         }
         let score = model.score();
         tracing::debug!(rho, score, "link.tasks: warm-up");
@@ -438,7 +439,7 @@ fn warm_up(config: &TasksConfig, held: &[Box<Held>]) -> Model {
     let c = model.config();
     let mut model = model.relearned(c, true);
     model.set_rhos(rhos);
-    replay(&mut model, held);
+    replay(&mut model, &order);
     let m = model.relearned(c, false);
     if tracing::enabled!(tracing::Level::TRACE) {
         for (t, c, n, mode, total) in m.delays().summary() {
@@ -448,8 +449,9 @@ fn warm_up(config: &TasksConfig, held: &[Box<Held>]) -> Model {
     m
 }
 
-/// Links `held` once with `model`, dropping the output.
-fn replay(model: &mut Model, held: &[Box<Held>]) {
+/// The events of `held` in the order they are taken in (whether a departure, what is seen):
+/// the same in every pass of the warm-up, so worked out once.
+fn taken_in(held: &[Box<Held>]) -> Vec<(bool, Seen)> {
     let mut events = Events::default();
     for h in held {
         events.push(Box::new(Held {
@@ -457,11 +459,24 @@ fn replay(model: &mut Model, held: &[Box<Held>]) {
             seen: h.seen,
         }));
     }
-    let mut finals = Vec::new();
+    let mut order = Vec::with_capacity(2 * held.len());
     while let Some((_, _, e)) = events.queue.pop_before(None) {
-        match e {
-            Event::Arrive(s) => model.arrive(&s),
-            Event::Depart(h) => model.depart(&h.seen),
+        order.push(match e {
+            Event::Arrive(s) => (false, s),
+            Event::Depart(h) => (true, h.seen),
+        });
+    }
+    order
+}
+
+/// Links the events `order` ([`taken_in`]) once with `model`, dropping the output.
+fn replay(model: &mut Model, order: &[(bool, Seen)]) {
+    let mut finals = Vec::new();
+    for (depart, s) in order {
+        if *depart {
+            model.depart(s);
+        } else {
+            model.arrive(s);
         }
         model.take_final(&mut finals);
         finals.clear();
