@@ -25,5 +25,6 @@ pub mod build;
 pub mod child_wait;
 pub mod density;
 pub mod link;
+mod log_bins;
 pub mod pattern;
 pub mod tasks;

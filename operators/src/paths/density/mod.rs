@@ -33,6 +33,8 @@ mod typical;
 
 use histogram::{Histogram, fade};
 
+use super::log_bins::LogBins;
+
 pub use causal::CausalDensity;
 pub use sizes::{ParentSizes, REPLY_BINS, ReplySizes, SizeEvidence};
 pub use typical::{MAX_WEIGHT, TypicalDelay};
@@ -46,11 +48,11 @@ const KERNEL: [f32; 5] = [1.0, 2.0, 3.0, 2.0, 1.0];
 
 /// The bin of a delay in ns: `⌊ln(µs) / ln 1.05⌋`, at least 1 µs, at most the last bin.
 /// Every candidate of every send reads several: a delay in whole ns (all of them, but a
-/// test's) is looked up in integers ([`bin_ns`]), anything else goes the float path.
+/// test's) is looked up in integers ([`LogBins`]), anything else goes the float path.
 #[inline]
 fn bin(delay_ns: f64) -> usize {
     if (0.0..9.0e15).contains(&delay_ns) && delay_ns.fract() == 0.0 {
-        bin_ns(delay_ns as u64)
+        BIN_TABLE.bin(delay_ns as u64)
     } else {
         bin_by_float(delay_ns)
     }
@@ -62,58 +64,9 @@ fn bin_by_float(delay_ns: f64) -> usize {
     ((us.ln() / LN_RATIO) as usize).min(BINS - 1)
 }
 
-/// Sixteenths of a power of two that [`bin_ns`] starts from (a sixteenth spans less than
-/// two bins: `1.05² > 1 + 1/16`).
-const SUB_BITS: usize = 4;
-
-/// [`bin`] of a delay in whole ns, in integers: from the bin of the sixteenth of a power of
-/// two the delay falls in (its leading bits) up past at most two edges, with the edges worked
-/// out once so that every delay falls where [`bin_by_float`] puts it.
-#[inline]
-fn bin_ns(delay_ns: u64) -> usize {
-    let table = &*BIN_TABLE;
-    if delay_ns < table.edges_ns[1] {
-        return 0;
-    }
-    let power = 63 - delay_ns.leading_zeros() as usize;
-    let sub = (delay_ns >> (power - SUB_BITS)) as usize & ((1 << SUB_BITS) - 1);
-    let mut b = usize::from(table.start[power << SUB_BITS | sub]);
-    while b + 1 < BINS && table.edges_ns[b + 1] <= delay_ns {
-        b += 1;
-    }
-    b
-}
-
-/// What [`bin_ns`] reads: the least delay in ns of each bin, and the bin of the least delay
-/// of each sixteenth of each power of two.
-struct BinTable {
-    edges_ns: [u64; BINS],
-    start: [u16; 64 << SUB_BITS],
-}
-
-static BIN_TABLE: std::sync::LazyLock<BinTable> = std::sync::LazyLock::new(|| {
-    let mut edges_ns = [0u64; BINS];
-    for (k, edge) in edges_ns.iter_mut().enumerate().skip(1) {
-        // The least ns the float path puts in bin `k` or above: near 1000 · 1.05^k.
-        let mut n = (1_000.0 * (k as f64 * LN_RATIO).exp()).ceil() as u64 + 2;
-        while n > 0 && bin_by_float((n - 1) as f64) >= k {
-            n -= 1;
-        }
-        while bin_by_float(n as f64) < k {
-            n += 1;
-        }
-        *edge = n;
-    }
-    let start = std::array::from_fn(|i| {
-        let (power, sub) = (i >> SUB_BITS, i & ((1 << SUB_BITS) - 1));
-        if power < SUB_BITS {
-            return 0;
-        }
-        let least = 1u64 << power | (sub as u64) << (power - SUB_BITS);
-        bin_by_float(least as f64) as u16
-    });
-    BinTable { edges_ns, start }
-});
+/// What [`bin`] reads for a delay in whole ns.
+static BIN_TABLE: std::sync::LazyLock<LogBins> =
+    std::sync::LazyLock::new(|| LogBins::new(BINS, |d| bin_by_float(d as f64)));
 
 /// Centre of a bin, ns.
 #[cfg(test)]

@@ -16,6 +16,7 @@
 //! input, and faded so that each class remembers about [`Delays::memory`] decisions.
 
 use crate::FastMap;
+use crate::paths::log_bins::LogBins;
 use causeway_sources::Time;
 
 mod coincidence;
@@ -79,49 +80,19 @@ fn fade(n: &mut f32, memory: f32) -> bool {
 
 /// The bin of a delay in ns (negative delays, from timestamps a clock error put out of order,
 /// fall in the first bin): the last edge `BIN_RATIO^k` µs at or below the delay, floored at
-/// 1 µs. Every option of every call reads several bins: in integers, from the bin of the power
-/// of two below the delay (its leading zeros) stepped up to at most three edges (`1.4^3 > 2`),
-/// with the edges in ns worked out once so that every delay falls where the delay in µs, in
-/// floating point, would ([`bin_by_float`]).
+/// 1 µs. Every option of every call reads several: in integers ([`LogBins`]), worked out
+/// from the definition in floating point ([`bin_by_float`]).
 #[inline]
 fn bin(delay_ns: i64) -> usize {
-    let table = &*BIN_TABLE;
-    if delay_ns < table.edges_ns[1] {
+    if delay_ns <= 0 {
         return 0;
     }
-    let power = 63 - delay_ns.leading_zeros() as usize;
-    let mut b = usize::from(table.from_power[power]);
-    while b + 1 < BINS && table.edges_ns[b + 1] <= delay_ns {
-        b += 1;
-    }
-    b
+    BIN_TABLE.bin(delay_ns as u64)
 }
 
-/// What [`bin`] reads: the least delay in ns of each bin, and the bin of each power of two.
-struct BinTable {
-    edges_ns: [i64; BINS],
-    from_power: [u8; 64],
-}
-
-static BIN_TABLE: std::sync::LazyLock<BinTable> = std::sync::LazyLock::new(|| {
-    let mut edges_ns = [0i64; BINS];
-    for (k, edge) in edges_ns.iter_mut().enumerate().skip(1) {
-        // The least ns the float path puts in bin `k` or above: near 1000 · 1.4^k.
-        let mut n = (EDGES[k] * 1000.0).ceil() as i64 + 2;
-        while n > 0 && bin_by_float(n - 1) >= k {
-            n -= 1;
-        }
-        while bin_by_float(n) < k {
-            n += 1;
-        }
-        *edge = n;
-    }
-    let from_power = std::array::from_fn(|p| bin_by_float(1i64 << p) as u8);
-    BinTable {
-        edges_ns,
-        from_power,
-    }
-});
+/// What [`bin`] reads.
+static BIN_TABLE: std::sync::LazyLock<LogBins> =
+    std::sync::LazyLock::new(|| LogBins::new(BINS, |d| bin_by_float(d as i64)));
 
 /// [`bin`] in floating point: the definition its table is worked out from.
 fn bin_by_float(delay_ns: i64) -> usize {

@@ -320,9 +320,9 @@ struct Provisional {
 }
 
 /// A provisional call's option as first weighed: the task (its id and receive time, by
-/// which it is found again), the parent (id, type, size class), the delay
-/// from it, and the score of all that does not change while the call is provisional (the
-/// learned delay, sizes and the task's age, as learned when the call was sent).
+/// which it is found again), the parent (id, type, size class), the delay from it, and the
+/// score of all that does not change while the call is provisional (the learned delay,
+/// sizes and the task's age, as learned when the call was sent).
 #[derive(Clone, Copy, Debug)]
 struct Weighed {
     task: u64,
@@ -353,8 +353,8 @@ struct Node {
     /// Provisional calls, by class, oldest first.
     provisional: FastMap<u64, Vec<Provisional>>,
     /// The latest arrivals (receive time, id, type, size class, task, connection), for
-    /// replies caused
-    /// by another task's arrival; at most [`CROSS_RECENT`], of the last [`CROSS_WINDOW_NS`].
+    /// replies caused by another task's arrival; at most [`CROSS_RECENT`], of the last
+    /// [`CROSS_WINDOW_NS`].
     recent: std::collections::VecDeque<(Time, u64, u64, u8, u64, Option<u64>)>,
     /// The newest local time seen at the node.
     newest: Time,
