@@ -451,6 +451,7 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
             every_ns: args.clock_every.as_nanos() as u64,
             reference,
             lateness_ns: lateness_ns + reconcile_wait_ns,
+            anchors: boot.clock_anchors.clone(),
         },
         nat: NatConfig {
             min_evidence_tcp: args.nat_evidence.max(1),

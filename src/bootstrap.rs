@@ -30,8 +30,8 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use anyhow::Result;
-use causeway_operators::Names;
 use causeway_operators::reconcile::topology::{Homes, Placement};
+use causeway_operators::{ClockOffset, Domain, Names};
 use causeway_sources::clocks::{Evidence, How, Solution};
 use causeway_sources::decode::DecodeOptions;
 use causeway_sources::input::is_pipe;
@@ -63,6 +63,8 @@ impl Default for SampleSize {
 pub struct Bootstrap {
     /// Coarse clock offsets per origin.
     pub alignment: Alignment,
+    /// The message traces' hosts' coarse offsets as the `clock` operator's start-up anchors.
+    pub clock_anchors: BTreeMap<Domain, ClockOffset>,
     /// Sniffer placements.
     pub homes: Homes,
     /// One line per origin, for `-v`.
@@ -215,6 +217,7 @@ pub fn bootstrap(
     }
     let mut alignment = Alignment::none();
     let mut notes = Vec::new();
+    let mut clock_anchors = BTreeMap::new();
     if !evidence.hosts().is_empty() {
         let solution = align_traces(
             &evidence,
@@ -223,6 +226,7 @@ pub fn bootstrap(
             &mut alignment,
             &mut notes,
         );
+        clock_anchors = anchors(&evidence, names, &solution);
         for (i, survey) in &surveys {
             let Some(plan) = TracePlan::new(survey, &evidence, &solution) else {
                 continue;
@@ -294,6 +298,7 @@ pub fn bootstrap(
         .flatten();
     Ok(Bootstrap {
         alignment,
+        clock_anchors,
         homes,
         notes,
         reference,
@@ -305,13 +310,48 @@ pub fn bootstrap(
     })
 }
 
+/// The message traces' hosts' offsets as the `clock` operator's start-up anchors
+/// ([`ClockConfig::anchors`](causeway_operators::ClockConfig::anchors)), by the domain of each
+/// host's node.
+fn anchors(
+    evidence: &Evidence,
+    names: &Names,
+    solution: &Solution,
+) -> BTreeMap<Domain, ClockOffset> {
+    let node = |h: u32| -> Option<Domain> {
+        let a = evidence.example(h)?;
+        Some(Domain::Node(names.node_of(a)))
+    };
+    (0..evidence.hosts().len() as u32)
+        .filter_map(|h| {
+            let e = solution.estimates.get(h as usize).copied().flatten()?;
+            let domain = node(h)?;
+            let reference = node(e.relative_to)?;
+            Some((
+                domain.clone(),
+                ClockOffset {
+                    domain,
+                    reference,
+                    at: 0,
+                    offset_ns: e.offset_ns as f64,
+                    drift_ppm: 0.0,
+                    error_ns: e.bound_ns.map_or(f64::INFINITY, |b| b as f64),
+                    seconds: 0,
+                    last: false,
+                },
+            ))
+        })
+        .collect()
+}
+
 /// Most hosts of message traces described one by one in the notes.
 const HOST_NOTES: usize = 40;
 
 /// The message traces' hosts' offsets from `evidence`, into `alignment`, with a note per host
 /// (the first [`HOST_NOTES`]). The reference is the host of the node `clock_reference` names,
 /// else that of the smallest node name among the hosts seen both ways (as the `clock`
-/// operator takes its reference when none is named), else among all.
+/// operator takes its reference when none is named), else among all; a group of hosts that
+/// no row connects to the reference takes its own by the same rule (as `clock` does).
 fn align_traces(
     evidence: &Evidence,
     names: &Names,
@@ -326,14 +366,17 @@ fn align_traces(
             None => hosts.key(h).map_or_else(String::new, ToString::to_string),
         }
     };
-    let smallest = |pool: Vec<u32>| pool.into_iter().min_by_key(|&h| (node(h), h));
     let named = clock_reference.and_then(|r| (0..hosts.len() as u32).find(|&h| node(h) == r));
-    let both = evidence.both_ways();
-    let reference = named
-        .or_else(|| smallest(both))
-        .or_else(|| smallest((0..hosts.len() as u32).collect()))
-        .unwrap_or(0);
-    let solution = evidence.solve(reference);
+    // Hosts seen both ways first, then by node name: the first is the reference, and each
+    // group of hosts that no row connects to it takes its first (as `clock` does).
+    let mut both_ways = vec![false; hosts.len()];
+    for h in evidence.both_ways() {
+        both_ways[h as usize] = true;
+    }
+    let mut preference: Vec<u32> = (0..hosts.len() as u32).collect();
+    preference.sort_by_cached_key(|&h| (!both_ways[h as usize], node(h), h));
+    let reference = named.or_else(|| preference.first().copied()).unwrap_or(0);
+    let solution = evidence.solve(reference, &preference);
     let label = |h: u32| {
         let key = hosts.key(h).map_or_else(String::new, ToString::to_string);
         let n = node(h);
@@ -369,6 +412,10 @@ fn align_traces(
             Some(e) => {
                 let how = match e.how {
                     How::Reference => "the reference".to_owned(),
+                    How::GroupReference => format!(
+                        "no timestamped row connects its group of hosts to {reference_label}, so \
+                         their clocks are placed relative to this one"
+                    ),
                     How::BothWays { via, samples } => format!(
                         "both ways with {} over {samples} rows{}",
                         label(via),
@@ -384,10 +431,11 @@ fn align_traces(
                     ),
                 };
                 format!(
-                    "trace host {}: clock {:+.6} s from {reference_label} ({how}; {stamped} rows \
+                    "trace host {}: clock {:+.6} s from {} ({how}; {stamped} rows \
                      stamped)",
                     label(h),
-                    e.offset_ns as f64 / 1e9
+                    e.offset_ns as f64 / 1e9,
+                    label(e.relative_to)
                 )
             }
         });

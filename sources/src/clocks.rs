@@ -12,10 +12,12 @@
 //! the error bound of a host is the sum of the half-widths on its path. A host that only
 //! sends to or only receives from placed hosts (one way) gets a bound on one side only; its
 //! offset is the bound less the median smallest one-way latency of the pairs seen both ways
-//! (0 when there are none), marked as such and without an error bound. A host with no
-//! timestamped row to or from a placed host gets no offset (its clock is taken as the
-//! reference's). The `clock` operator estimates precise offsets and drift continuously
-//! later; this only puts the rows of hosts whose clocks differ by hours into the same windows.
+//! (0 when there are none), marked as such and without an error bound. Hosts that no
+//! timestamped row connects to the reference, even through other hosts, cannot be placed
+//! against it: each such group is placed the same way relative to a host of its own (the
+//! first the caller prefers), so that its rows still agree with each other. A host in no
+//! timestamped row at all gets no offset (its clock is taken as the reference's). The
+//! `clock` operator estimates precise offsets and drift continuously later; this only puts the rows of hosts whose clocks differ by hours into the same windows.
 //!
 //! A host ([`HostKey`]) is a clock: an endpoint's IP, or a named address (a trace that names
 //! its nodes). Two processes on one host share its clock; a node the names file gives two
@@ -258,8 +260,11 @@ impl Evidence {
             .max_by_key(|&i| (self.stamped(i), Reverse(i)))
     }
 
-    /// Each host's offset relative to `reference`; see the module documentation.
-    pub fn solve(&self, reference: u32) -> Solution {
+    /// Each host's offset relative to `reference`; see the module documentation. Hosts no
+    /// timestamped row connects to `reference`, even through other hosts, form groups of
+    /// their own: each group is placed relative to its first host in `preference` (a host
+    /// not listed never starts a group), marked [`How::GroupReference`].
+    pub fn solve(&self, reference: u32, preference: &[u32]) -> Solution {
         let n = self.hosts.len();
         let mut estimates: Vec<Option<Estimate>> = vec![None; n];
         if (reference as usize) >= n {
@@ -290,70 +295,102 @@ impl Evidence {
         }
         latencies.sort_unstable();
         let latency = latencies.get(latencies.len() / 2).copied().unwrap_or(0);
-        estimates[reference as usize] = Some(Estimate {
-            offset_ns: 0,
-            bound_ns: Some(0),
-            how: How::Reference,
-        });
-        // Prim: the narrowest interval into the placed set first.
-        let mut heap = BinaryHeap::new();
-        push_edges(&mut heap, reference, &edges);
-        while let Some(Reverse((_, _, from, to, iv))) = heap.pop() {
-            if estimates[to as usize].is_some() {
-                continue;
-            }
-            let Some(base) = estimates[from as usize] else {
-                continue;
-            };
-            let (delta, bound) = iv.estimate();
-            estimates[to as usize] = Some(Estimate {
-                offset_ns: add(base.offset_ns, delta),
-                bound_ns: base.bound_ns.zip(bound).map(|(a, b)| a.saturating_add(b)),
-                how: How::BothWays {
-                    via: from,
-                    samples: iv.samples,
-                },
-            });
-            push_edges(&mut heap, to, &edges);
-        }
-        // One way: a bound on one side, less the typical latency.
         let mut one_way: Vec<(u32, u32, i128, u64)> = self
             .pairs
             .iter()
             .map(|(&(s, r), d)| (s, r, i128::from(d.min_ns), d.samples))
             .collect();
         one_way.sort_unstable_by_key(|&(s, r, _, samples)| (Reverse(samples), s, r));
-        let mut grew = true;
-        while grew {
-            grew = false;
-            for &(s, r, d, samples) in &one_way {
-                // clock(r) - clock(s) = d - latency, at most d.
-                let (from, to, delta, zero_fits) =
-                    match (estimates[s as usize], estimates[r as usize]) {
-                        (Some(_), None) => (s, r, d - latency, d >= 0),
-                        (None, Some(_)) => (r, s, latency - d, d >= 0),
-                        _ => continue,
-                    };
-                let Some(base) = estimates[from as usize] else {
-                    continue;
-                };
-                let delta = if zero_fits && delta.abs() <= latency {
-                    0
-                } else {
-                    delta
-                };
-                estimates[to as usize] = Some(Estimate {
-                    offset_ns: add(base.offset_ns, delta),
-                    bound_ns: None,
-                    how: How::OneWay { via: from, samples },
-                });
-                grew = true;
-            }
+        let mut in_pair = vec![false; n];
+        for &(s, r, _, _) in &one_way {
+            in_pair[s as usize] = true;
+            in_pair[r as usize] = true;
+        }
+        let mut group = Some((reference, How::Reference));
+        let mut rest = preference.iter();
+        while let Some((root, how)) = group {
+            estimates[root as usize] = Some(Estimate {
+                offset_ns: 0,
+                bound_ns: Some(0),
+                how,
+                relative_to: root,
+            });
+            place_group(root, &edges, &one_way, latency, &mut estimates);
+            group = rest
+                .by_ref()
+                .copied()
+                .find(|&h| {
+                    in_pair.get(h as usize).copied().unwrap_or(false)
+                        && estimates[h as usize].is_none()
+                })
+                .map(|h| (h, How::GroupReference));
         }
         Solution {
             estimates,
             reference,
             latency_ns: latency.clamp(0, i64::MAX.into()) as i64,
+        }
+    }
+}
+
+/// Places every host connected to `root` (placed): along the narrowest intervals of the
+/// pairs seen both ways first (Prim), then by rows one way, a bound less `latency`.
+fn place_group(
+    root: u32,
+    edges: &HashMap<u32, Vec<(u32, Interval)>>,
+    one_way: &[(u32, u32, i128, u64)],
+    latency: i128,
+    estimates: &mut [Option<Estimate>],
+) {
+    // Prim: the narrowest interval into the placed set first.
+    let mut heap = BinaryHeap::new();
+    push_edges(&mut heap, root, edges);
+    while let Some(Reverse((_, _, from, to, iv))) = heap.pop() {
+        if estimates[to as usize].is_some() {
+            continue;
+        }
+        let Some(base) = estimates[from as usize] else {
+            continue;
+        };
+        let (delta, bound) = iv.estimate();
+        estimates[to as usize] = Some(Estimate {
+            offset_ns: add(base.offset_ns, delta),
+            bound_ns: base.bound_ns.zip(bound).map(|(a, b)| a.saturating_add(b)),
+            how: How::BothWays {
+                via: from,
+                samples: iv.samples,
+            },
+            relative_to: root,
+        });
+        push_edges(&mut heap, to, edges);
+    }
+    // One way: a bound on one side, less the typical latency.
+    let mut grew = true;
+    while grew {
+        grew = false;
+        for &(s, r, d, samples) in one_way {
+            // clock(r) - clock(s) = d - latency, at most d.
+            let (from, to, delta, zero_fits) = match (estimates[s as usize], estimates[r as usize])
+            {
+                (Some(_), None) => (s, r, d - latency, d >= 0),
+                (None, Some(_)) => (r, s, latency - d, d >= 0),
+                _ => continue,
+            };
+            let Some(base) = estimates[from as usize] else {
+                continue;
+            };
+            let delta = if zero_fits && delta.abs() <= latency {
+                0
+            } else {
+                delta
+            };
+            estimates[to as usize] = Some(Estimate {
+                offset_ns: add(base.offset_ns, delta),
+                bound_ns: None,
+                how: How::OneWay { via: from, samples },
+                relative_to: base.relative_to,
+            });
+            grew = true;
         }
     }
 }
@@ -416,6 +453,10 @@ impl Interval {
 pub enum How {
     /// The reference: 0 by definition.
     Reference,
+    /// No timestamped row connects the host's group to the reference, even through other
+    /// hosts, so no offset between them can be known: the group's clocks are placed
+    /// relative to this one (0 by definition).
+    GroupReference,
     /// From a pair seen both ways with host `via`, over `samples` rows.
     BothWays {
         /// The placed host of the pair.
@@ -443,6 +484,9 @@ pub struct Estimate {
     pub bound_ns: Option<u64>,
     /// How it was found.
     pub how: How,
+    /// The host it is relative to: the reference, or its group's (see
+    /// [`How::GroupReference`]).
+    pub relative_to: u32,
 }
 
 /// The hosts' offsets, by host number.
@@ -501,7 +545,7 @@ mod tests {
             row(&mut e, &offsets, 3, 0, t * 10 + 6, 1);
             row(&mut e, &offsets, 0, 3, t * 10 + 7, 1);
         }
-        let s = e.solve(0);
+        let s = e.solve(0, &[]);
         for (h, o) in offsets.iter().enumerate() {
             let est = s.estimates[h].unwrap();
             assert!((est.offset_ns - o * MS).abs() <= 2 * MS, "{h}: {est:?}");
@@ -525,7 +569,7 @@ mod tests {
             row(&mut e, &offsets, 0, 1, t * 10, 3);
             row(&mut e, &offsets, 1, 0, t * 10 + 5, 3);
         }
-        let s = e.solve(0);
+        let s = e.solve(0, &[]);
         assert_eq!(s.offset(1), 0);
         assert_eq!(s.estimates[1].unwrap().bound_ns, Some(4 * MS as u64));
     }
@@ -542,7 +586,7 @@ mod tests {
         }
         // Host 3 sends rows with no receive time.
         e.add(Some(5), None, &ep("10.0.0.4:1"), &ep("10.0.0.1:80"));
-        let s = e.solve(0);
+        let s = e.solve(0, &[]);
         let two = s.estimates[2].unwrap();
         assert!((two.offset_ns + 60_000 * MS).abs() <= MS, "{two:?}");
         assert_eq!(two.bound_ns, None);
@@ -551,6 +595,43 @@ mod tests {
         assert_eq!(s.offset(3), 0);
         assert_eq!(e.stamped(3), 1);
         assert_eq!(e.both_ways(), vec![0, 1]);
+    }
+
+    #[test]
+    fn a_group_no_row_connects_to_the_reference_is_placed_relative_to_its_first_preferred_host() {
+        // Hosts 0-1 talk to each other, hosts 2-4 among themselves: no row joins the groups.
+        let offsets = [0, 60_000, -3_600_000, 0, 900_000];
+        let mut e = Evidence::default();
+        for t in 0..10 {
+            row(&mut e, &offsets, 0, 1, t * 10, 2);
+            row(&mut e, &offsets, 1, 0, t * 10 + 5, 2);
+            row(&mut e, &offsets, 2, 3, t * 10 + 6, 1);
+            row(&mut e, &offsets, 3, 2, t * 10 + 7, 1);
+            row(&mut e, &offsets, 4, 3, t * 10 + 8, 1);
+            row(&mut e, &offsets, 3, 4, t * 10 + 9, 1);
+        }
+        // Unlisted, the second group gets no offsets, as before.
+        let alone = e.solve(0, &[]);
+        assert!((2..5).all(|h| alone.estimates[h].is_none()));
+        // Listed, the group's first listed host (3: 1 is placed already) is its reference.
+        let s = e.solve(0, &[1, 3, 2]);
+        assert!((s.offset(1) - 60_000 * MS).abs() <= 2 * MS);
+        assert_eq!(s.estimates[3].unwrap().how, How::GroupReference);
+        assert_eq!(s.offset(3), 0);
+        assert!(
+            (s.offset(2) + 3_600_000 * MS).abs() <= 2 * MS,
+            "{:?}",
+            s.estimates[2]
+        );
+        assert!(
+            (s.offset(4) - 900_000 * MS).abs() <= 2 * MS,
+            "{:?}",
+            s.estimates[4]
+        );
+        assert!(matches!(
+            s.estimates[4].unwrap().how,
+            How::BothWays { via: 3, .. }
+        ));
     }
 
     #[test]

@@ -788,7 +788,9 @@ impl<R: Read + Send> Buffered<R> {
             return;
         };
         self.reference = Some(reference);
-        let solution = self.evidence.solve(reference);
+        // Only the reference's group: a slot once set keeps its offset, and a group placed
+        // on its own now could join the reference's later.
+        let solution = self.evidence.solve(reference, &[]);
         self.offsets.resize(self.evidence.hosts().len(), None);
         for (slot, e) in self.offsets.iter_mut().zip(&solution.estimates) {
             if let (None, Some(e)) = (&slot, e) {
@@ -987,7 +989,7 @@ mod tests {
         let mut evidence = Evidence::default();
         let survey = survey(&spec(path), &mut evidence).unwrap();
         let reference = evidence.hosts().get(&Address::parse("10.0.0.1:1")).unwrap();
-        let solution = evidence.solve(reference);
+        let solution = evidence.solve(reference, &[]);
         TracePlan::new(&survey, &evidence, &solution).map(Arc::new)
     }
 

@@ -25,9 +25,15 @@
 //!   outliers (queueing) rejected; the pairs are then made mutually consistent by a weighted
 //!   least-squares solve over the graph of domains, relative to the reference domain, each
 //!   domain's error bound the least sum of the pairs' bounds along a path to the reference.
+//!   A group of domains that the window's pairs do not connect to the reference (a client
+//!   host between its requests, or services that never talk to the reference's) is placed
+//!   through the domain of it whose latest offset (or, before any, start-up alignment:
+//!   [`ClockConfig::anchors`]) is known best, which places a group that never meets the
+//!   reference on a clock of its own, as the alignment did; a group with neither gets no
+//!   estimate.
 //!   Emits a [`ClockOffset`] per domain every `every_ns` and at the end; estimates a second boundary
 //!   once its frontier is the samples' lateness past it. State: the window's per-second
-//!   estimates per pair.
+//!   estimates per pair, and each domain's latest offset, freed a window after it was made.
 //! - `clock.correct` (every worker): messages and the broadcast offsets to messages with
 //!   corrected timestamps, each with the estimate for the last second boundary before it (in
 //!   a domain's first seconds, the first estimate after it), or for a traced node the
@@ -219,6 +225,11 @@ pub struct ClockConfig {
     /// plus the sources' lateness): a second is estimated only once that has passed, so that
     /// the estimates do not depend on how fast the input was read.
     pub lateness_ns: Time,
+    /// Start-up offsets by domain (the bootstrap's alignment of message traces), to place a
+    /// group of domains that the pairs do not connect to the reference before any of them
+    /// has an estimate: relative to their `reference`, constant, `error_ns` infinite where
+    /// unbounded.
+    pub anchors: BTreeMap<Domain, ClockOffset>,
 }
 
 impl Default for ClockConfig {
@@ -228,6 +239,7 @@ impl Default for ClockConfig {
             every_ns: 10_000_000_000,
             reference: None,
             lateness_ns: 2_000_000_000,
+            anchors: BTreeMap::new(),
         }
     }
 }

@@ -228,6 +228,9 @@ pub struct ClockEstimator {
     pub(super) config: ClockConfig,
     pending: BTreeMap<(Time, Domain, Domain, u64), DelayBounds>,
     series: BTreeMap<(Domain, Domain), PairSeries>,
+    /// Each domain's latest offset, to anchor a group of domains that the window's pairs no
+    /// longer connect to the reference; freed a window after it was made.
+    latest: BTreeMap<Domain, ClockOffset>,
 }
 
 impl ClockEstimator {
@@ -237,6 +240,7 @@ impl ClockEstimator {
             config,
             pending: BTreeMap::new(),
             series: BTreeMap::new(),
+            latest: BTreeMap::new(),
         }
     }
 
@@ -308,8 +312,17 @@ impl ClockEstimator {
             .any(|p| (p.0 + 1) * BUCKET_NS + span > at)
     }
 
-    /// Offsets of every domain connected to the reference, at event time `at`.
-    pub fn offsets(&self, at: Time, last: bool) -> Vec<ClockOffset> {
+    /// Offsets of every domain with evidence, at event time `at`: relative to the reference
+    /// for every domain the window's pairs connect to it, even through other domains. A
+    /// group of domains that no pair connects to the reference is placed through the one of
+    /// its domains whose latest offset (within the window), else start-up alignment
+    /// ([`ClockConfig::anchors`]), is known best, relative to what that was relative to: a
+    /// pair seen rarely (a client host between its requests) keeps its clock where it was,
+    /// and services that never meet the reference's stay on the clock the alignment gave
+    /// them. A group with neither gets no estimate.
+    pub fn offsets(&mut self, at: Time, last: bool) -> Vec<ClockOffset> {
+        let window = self.config.window_ns;
+        self.latest.retain(|_, o| o.at.saturating_add(window) >= at);
         if self.series.is_empty() {
             return Vec::new();
         }
@@ -327,26 +340,72 @@ impl ClockEstimator {
                 }
             }
         }
-        let reference = match &self.config.reference {
-            Some(r) => r.clone(),
-            None => match seconds.keys().next() {
-                Some(d) => d.clone(),
-                None => return Vec::new(),
-            },
+        let Some(smallest) = seconds.keys().next() else {
+            return Vec::new();
         };
-        let errors = path_errors(&reference, &pair_errors);
-        crate::clock::pairwise::solve(&reference, &pairs)
-            .into_iter()
-            .map(|(domain, [offset_ns, drift])| ClockOffset {
-                drift_ppm: drift * 1e6,
-                error_ns: errors.get(&domain).copied().unwrap_or(f64::INFINITY),
-                seconds: seconds.get(&domain).copied().unwrap_or(0),
-                reference: reference.clone(),
-                at,
-                offset_ns,
-                domain,
-                last,
-            })
-            .collect()
+        let reference = self.config.reference.as_ref().unwrap_or(smallest);
+        let mut out = Vec::new();
+        let mut placed: std::collections::BTreeSet<Domain> = std::collections::BTreeSet::new();
+        // The reference's group, then each group left by its smallest domain.
+        let mut roots = std::iter::once(reference).chain(seconds.keys());
+        while let Some(root) = roots.find(|d| !placed.contains(*d)) {
+            let errors = path_errors(root, &pair_errors);
+            let group: Vec<_> = pairs
+                .iter()
+                .filter(|(a, _, _, _)| errors.contains_key(a))
+                .cloned()
+                .collect();
+            let relative = crate::clock::pairwise::solve(root, &group);
+            // Where the group's offsets are measured from: `base` (ns, and drift in ppm)
+            // added to each, with `error_ns` more error, relative to `from`.
+            let mut base = ([0.0, 0.0], 0.0, root);
+            if root != reference {
+                let anchor = relative
+                    .iter()
+                    .filter_map(|(d, r)| {
+                        let l = self.latest.get(d).or_else(|| self.config.anchors.get(d))?;
+                        let e = l.error_ns + errors.get(d).copied().unwrap_or(f64::INFINITY);
+                        Some((l.reference != *reference, e, d, r, l))
+                    })
+                    .min_by(|a, b| {
+                        (a.0, a.1)
+                            .partial_cmp(&(b.0, b.1))
+                            .unwrap_or(std::cmp::Ordering::Equal)
+                    });
+                match anchor {
+                    Some((_, error_ns, _, r, l)) => {
+                        base = (
+                            [l.offset_at(at) - r[0], l.drift_ppm - r[1] * 1e6],
+                            error_ns,
+                            &l.reference,
+                        );
+                    }
+                    None => {
+                        placed.extend(relative.into_keys());
+                        continue;
+                    }
+                }
+            }
+            let ([offset_base, drift_base], error_base, from) = base;
+            let from = from.clone();
+            for (domain, [offset_ns, drift]) in relative {
+                let error_ns = errors.get(&domain).copied().unwrap_or(f64::INFINITY) + error_base;
+                placed.insert(domain.clone());
+                out.push(ClockOffset {
+                    drift_ppm: drift * 1e6 + drift_base,
+                    error_ns,
+                    seconds: seconds.get(&domain).copied().unwrap_or(0),
+                    reference: from.clone(),
+                    at,
+                    offset_ns: offset_ns + offset_base,
+                    domain,
+                    last,
+                });
+            }
+        }
+        for o in &out {
+            self.latest.insert(o.domain.clone(), o.clone());
+        }
+        out
     }
 }

@@ -75,6 +75,48 @@ fn offsets_with_drift_are_made_consistent_over_the_graph() {
 }
 
 #[test]
+fn a_group_the_pairs_no_longer_connect_to_the_reference_keeps_its_place_and_a_new_one_gets_none() {
+    // Seconds 0-29: pairs 0-1 and 1-2 (domain 1 is 3 s ahead of 0, domain 2 1 h behind).
+    // Seconds 30-149: pairs 0-1 and 2-3 (domain 3 is 5 s ahead of 2), and 4-5, which never
+    // met the rest. Pair 1-2 leaves the window at second 90.
+    let mut est = ClockEstimator::new(ClockConfig::default());
+    let lat = 100_000;
+    let add = |est: &mut ClockEstimator, s: u64, a: u16, b: u16, delta: i64| {
+        let (up, down) = (delta + lat, delta - lat);
+        est.add(bounds(a, b, s, (up, up + 50_000), (down - 50_000, down)));
+    };
+    let d = |i: u16| Domain::Origin(OriginId(i));
+    let mut offsets = Vec::new();
+    for s in 0..150u64 {
+        add(&mut est, s, 0, 1, 3_000_000_000);
+        if s < 30 {
+            add(&mut est, s, 1, 2, -3_603_000_000_000);
+        } else {
+            add(&mut est, s, 2, 3, 5_000_000_000);
+            add(&mut est, s, 4, 5, 7_000_000_000);
+        }
+        let at = (s + 1) * BUCKET_NS;
+        est.advance(at);
+        offsets = est.offsets(at, false);
+    }
+    let by: HashMap<Domain, &ClockOffset> = offsets.iter().map(|o| (o.domain.clone(), o)).collect();
+    assert!(
+        !by.contains_key(&d(4)) && !by.contains_key(&d(5)),
+        "{offsets:?}"
+    );
+    assert!((by[&d(1)].offset_ns - 3e9).abs() < 1_000.0);
+    for (i, want) in [(2, -3600e9), (3, -3595e9)] {
+        let o = by[&d(i)];
+        assert_eq!(o.reference, d(0));
+        assert!((o.offset_ns - want).abs() < 10_000.0, "{o:?}");
+        // At least the bounds of pairs 0-1 and 1-2 (the latter widened by the drift the
+        // fit allows over its last minute in the window), and finite.
+        assert!(o.error_ns >= 150_000.0 && o.error_ns < 1e9, "{o:?}");
+    }
+    assert!(by[&d(3)].error_ns > by[&d(2)].error_ns);
+}
+
+#[test]
 fn reports_stop_shortly_after_the_evidence() {
     let mut est = ClockEstimator::new(ClockConfig::default());
     for s in 0..20u64 {
