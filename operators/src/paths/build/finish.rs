@@ -196,40 +196,103 @@ impl Paths {
             }
             self.pending_roots.remove(&(root_ns, root_id));
             let budget = self.config.try_both;
-            let mut instances = self.enumerate(root, PROBABLY_FALSE, budget);
+            let mut lost = Vec::new();
+            let mut instances = self.enumerate(root, PROBABLY_FALSE, budget, &mut lost);
             if !self.condition_on_answer(root, &mut instances) {
-                let mut wider = self.enumerate(root, UNLIKELY, budget.saturating_mul(2));
+                let mut wider_lost = Vec::new();
+                let mut wider =
+                    self.enumerate(root, UNLIKELY, budget.saturating_mul(2), &mut wider_lost);
                 if self.condition_on_answer(root, &mut wider) {
                     instances = wider;
+                    lost = wider_lost;
                 }
             }
-            self.cut += instances
-                .iter()
-                .filter(|(m, _)| m.len() >= MAX_MESSAGES)
-                .count() as u64;
-            let mut hop_cache = FastMap::default();
-            let built: Vec<_> = instances
-                .into_iter()
-                .filter_map(|(msgs, p)| self.build(&msgs, p, &mut hop_cache))
-                .collect();
-            // The root's likeliest instance (the first at equal probability).
-            let likeliest = built
-                .iter()
-                .enumerate()
-                .max_by(|a, b| {
-                    a.1.probability
-                        .total_cmp(&b.1.probability)
-                        .then(b.0.cmp(&a.0))
-                })
-                .map(|(i, _)| i);
-            for (i, b) in built.into_iter().enumerate() {
-                if let Some(id) = self.aggregate(root_ns, &b, likeliest == Some(i)) {
-                    out.push(PathRecord::Instance(PathInstance {
-                        pattern: id,
-                        probability: b.probability,
-                        messages: b.messages,
-                    }));
+            if !lost.is_empty() {
+                let covered = instances
+                    .iter()
+                    .flat_map(|(m, _)| m.iter().map(|m| m.0))
+                    .collect();
+                self.emit_instances(root_ns, instances, out);
+                self.continue_cut(lost, covered, out);
+            } else {
+                self.emit_instances(root_ns, instances, out);
+            }
+        }
+    }
+
+    /// Instances of the cut trees' rest ([`Paths::enumerate`]): each message whose most
+    /// likely cause a cut instance held, without room for it, and that no instance of the
+    /// root holds (`covered`), starts an instance of its own along the most likely links,
+    /// with the cut instance's probability times its link's, and so on as they are cut in
+    /// turn. A tree cut at [`MAX_MESSAGES`] is nearly always requests the linker chained
+    /// together; this keeps every message of it in some instance, linked as the linker
+    /// linked it (but to the cut), at the cost of one instance per cut branch: each message
+    /// is in at most one of them, so the work is linear in the tree.
+    fn continue_cut(
+        &mut self,
+        mut lost: Vec<(u64, f64)>,
+        mut covered: crate::FastSet<u64>,
+        out: &mut Vec<PathRecord>,
+    ) {
+        while let Some((c, prob)) = lost.pop() {
+            if !covered.insert(c) {
+                continue;
+            }
+            // Another root's cut tree may have reached it (their alternatives overlap).
+            let Some(c_ns) = self
+                .entries
+                .get(&c)
+                .filter(|e| !e.continued)
+                .map(|e| e.event_ns)
+            else {
+                continue;
+            };
+            // Along the most likely links alone (no try-both), each message is in one tree.
+            let instances = self.enumerate_from(c, prob, PROBABLY_FALSE, 0, &mut lost);
+            for &(id, _) in instances.iter().flat_map(|(m, _)| m) {
+                covered.insert(id);
+                if let Some(e) = self.entries.get_mut(&id) {
+                    e.continued = true;
                 }
+            }
+            self.emit_instances(c_ns, instances, out);
+        }
+    }
+
+    /// Counts the cut ones among a root's `instances`, builds them and aggregates them into
+    /// their patterns, and writes them to `out`.
+    fn emit_instances(
+        &mut self,
+        root_ns: Time,
+        instances: Vec<Hypothesis>,
+        out: &mut Vec<PathRecord>,
+    ) {
+        self.cut += instances
+            .iter()
+            .filter(|(m, _)| m.len() >= MAX_MESSAGES)
+            .count() as u64;
+        let mut hop_cache = FastMap::default();
+        let built: Vec<_> = instances
+            .into_iter()
+            .filter_map(|(msgs, p)| self.build(&msgs, p, &mut hop_cache))
+            .collect();
+        // The root's likeliest instance (the first at equal probability).
+        let likeliest = built
+            .iter()
+            .enumerate()
+            .max_by(|a, b| {
+                a.1.probability
+                    .total_cmp(&b.1.probability)
+                    .then(b.0.cmp(&a.0))
+            })
+            .map(|(i, _)| i);
+        for (i, b) in built.into_iter().enumerate() {
+            if let Some(id) = self.aggregate(root_ns, &b, likeliest == Some(i)) {
+                out.push(PathRecord::Instance(PathInstance {
+                    pattern: id,
+                    probability: b.probability,
+                    messages: b.messages,
+                }));
             }
         }
     }
@@ -375,8 +438,8 @@ impl Paths {
         );
         if last && self.cut > 0 {
             tracing::warn!(
-                "paths: {} instances cut at {MAX_MESSAGES} messages (the rest of their messages \
-                 are in no instance: the linker chained requests together)",
+                "paths: {} instances cut at {MAX_MESSAGES} messages (the linker chained requests \
+                 together; the rest of each tree is in instances that start at the cut)",
                 self.cut
             );
         }

@@ -8,8 +8,32 @@ use super::*;
 impl Paths {
     /// The instances from `root`: (messages with parent positions, probability).
     /// Links at most `probably_false` likely (and not the most likely cause) are left out;
-    /// `budget` try-both decisions are made.
-    pub(super) fn enumerate(&self, root: u64, probably_false: f64, budget: u32) -> Vec<Hypothesis> {
+    /// `budget` try-both decisions are made. An instance that reaches [`MAX_MESSAGES`] is cut
+    /// there; the messages whose most likely cause it holds but had no room for go to `lost`,
+    /// with the probability of the cut instance and their link (see [`Paths::continue_cut`]).
+    pub(super) fn enumerate(
+        &self,
+        root: u64,
+        probably_false: f64,
+        budget: u32,
+        lost: &mut Vec<(u64, f64)>,
+    ) -> Vec<Hypothesis> {
+        let Some(r) = self.entries.get(&root) else {
+            return Vec::new();
+        };
+        let s = f64::from(r.spontaneous) / f64::from(ONE);
+        self.enumerate_from(root, s, probably_false, budget, lost)
+    }
+
+    /// [`Paths::enumerate`] from `root` as if it were one with probability `prob`.
+    pub(super) fn enumerate_from(
+        &self,
+        root: u64,
+        prob: f64,
+        probably_false: f64,
+        budget: u32,
+        lost: &mut Vec<(u64, f64)>,
+    ) -> Vec<Hypothesis> {
         struct Partial {
             msgs: Vec<(u64, Option<usize>)>,
             i: usize,
@@ -17,10 +41,6 @@ impl Paths {
             prob: f64,
             budget: u32,
         }
-        let Some(r) = self.entries.get(&root) else {
-            return Vec::new();
-        };
-        let s = f64::from(r.spontaneous) / f64::from(ONE);
         let mut out = Vec::new();
         let mut stack = vec![Partial {
             msgs: {
@@ -30,12 +50,28 @@ impl Paths {
             },
             i: 0,
             j: 0,
-            prob: s,
+            prob,
             budget,
         }];
         while let Some(mut p) = stack.pop() {
             loop {
-                if p.i >= p.msgs.len() || p.msgs.len() >= MAX_MESSAGES {
+                if p.i >= p.msgs.len() {
+                    out.push((p.msgs, p.prob));
+                    break;
+                }
+                if p.msgs.len() >= MAX_MESSAGES {
+                    for (k, &(id, _)) in p.msgs.iter().enumerate().skip(p.i) {
+                        let Some(e) = self.entries.get(&id) else {
+                            continue;
+                        };
+                        let from = if k == p.i { p.j } else { 0 };
+                        for &(c, q) in e.children.iter().skip(from) {
+                            let best = self.entries.get(&c).is_some_and(|ce| ce.best == Some(e.id));
+                            if best && !p.msgs.iter().any(|m| m.0 == c) {
+                                lost.push((c, p.prob * f64::from(q) / f64::from(ONE)));
+                            }
+                        }
+                    }
                     out.push((p.msgs, p.prob));
                     break;
                 }

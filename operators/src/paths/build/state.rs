@@ -40,7 +40,7 @@ pub(super) struct Paths {
     pub(super) last_expiry: Time,
     /// Links dropped because their parent never came or was already freed.
     pub(super) orphans_dropped: u64,
-    /// Instances cut at [`MAX_MESSAGES`] (what is past the cut is in no instance).
+    /// Instances cut at [`MAX_MESSAGES`] (what is past the cut starts instances of its own).
     pub(super) cut: u64,
     /// Checkpoint settings and when it was last saved.
     pub(super) checkpointer: Option<(CheckpointConfig, Instant)>,
@@ -157,6 +157,7 @@ impl Paths {
             best: l.best,
             spontaneous: l.spontaneous,
             typical: l.typical,
+            continued: false,
             keys,
             wait_key,
         });

@@ -20,6 +20,8 @@ pub(super) struct Entry {
     pub(super) spontaneous: Prob,
     /// How typical its delay is, for a reply ([`crate::paths::link::Linked::typical`]).
     pub(super) typical: Prob,
+    /// Whether an instance of a cut tree's rest holds it ([`Paths::continue_cut`]).
+    pub(super) continued: bool,
     /// [`node_key`](crate::paths::link::node_key)s of the sender and receiver.
     pub(super) keys: (u64, u64),
     /// Whose learned wait for children its receiver reads ([`Paths::wait_after`]): the
