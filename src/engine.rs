@@ -43,6 +43,7 @@ use causeway_sources::decode::DecodeOptions;
 use causeway_sources::input::is_pipe;
 use causeway_sources::live::{LiveConfig, LiveReader};
 use causeway_sources::piped::Piped;
+use causeway_sources::read_ahead::ReadAhead;
 use causeway_sources::tcpstats::netlink::{LivePoller, PollerConfig};
 use causeway_sources::{
     Alignment, InputSpec, ObservationReader, OriginId, Origins, ProgressCounter, RunControl,
@@ -256,6 +257,11 @@ fn open_inputs(
             if let Some(idle) = job.source.pipe_idle.filter(|_| is_pipe(&spec.path)) {
                 reader = Box::new(
                     Piped::spawn(reader, idle)
+                        .with_context(|| format!("{}: starting its reading thread", spec.path))?,
+                );
+            } else if job.source.read_ahead_thread && !is_pipe(&spec.path) {
+                reader = Box::new(
+                    ReadAhead::spawn(reader, job.source.batch)
                         .with_context(|| format!("{}: starting its reading thread", spec.path))?,
                 );
             }

@@ -32,6 +32,7 @@ pub mod ordered;
 pub mod origin;
 pub mod pcap;
 pub mod piped;
+pub mod read_ahead;
 pub mod reader;
 pub mod records;
 pub mod shed;

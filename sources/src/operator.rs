@@ -98,6 +98,10 @@ pub struct SourceConfig {
     /// Inputs read from a pipe are read on a thread of their own ([`crate::piped::Piped`]),
     /// their watermark moving on once they have been quiet this long. `None`: read as files.
     pub pipe_idle: Option<std::time::Duration>,
+    /// Files are read and decoded on a thread of their own, ahead of the worker
+    /// ([`crate::read_ahead::ReadAhead`]): for a job whose worker has little else to do
+    /// beside reading (`causeway stats`), not where the cores are busy with workers.
+    pub read_ahead_thread: bool,
 }
 
 impl Default for SourceConfig {
@@ -114,6 +118,7 @@ impl Default for SourceConfig {
             max_in_flight: 200_000,
             resume_ns: None,
             pipe_idle: None,
+            read_ahead_thread: false,
         }
     }
 }

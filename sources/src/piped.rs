@@ -100,8 +100,9 @@ impl Piped {
     }
 }
 
-/// Moves up to `max` observations from the front of `from` to the end of `to`.
-fn append(to: &mut Batch, from: &mut Batch, max: usize) {
+/// Moves up to `max` observations from the front of `from` to the end of `to`; returns how
+/// many.
+pub(crate) fn append(to: &mut Batch, from: &mut Batch, max: usize) -> usize {
     fn part<T>(to: &mut Vec<T>, from: &mut Vec<T>, left: &mut usize) {
         let n = from.len().min(*left);
         to.extend(from.drain(..n));
@@ -112,6 +113,7 @@ fn append(to: &mut Batch, from: &mut Batch, max: usize) {
     part(&mut to.rows, &mut from.rows, &mut left);
     part(&mut to.calls, &mut from.calls, &mut left);
     part(&mut to.tcp, &mut from.tcp, &mut left);
+    max - left
 }
 
 impl Drop for Piped {
