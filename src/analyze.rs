@@ -551,6 +551,10 @@ pub fn counting_job(
             max_ahead_ns: engine
                 .read_ahead
                 .map_or(defaults.max_ahead_ns, |d| d.as_nanos() as u64),
+            // One worker counts; reading and decoding the files go on beside it where a core
+            // is free for them (on one core the thread only adds switching: 0.79 s against
+            // 0.63 s).
+            read_ahead_thread: std::thread::available_parallelism().is_ok_and(|n| n.get() > 1),
             ..defaults
         },
         flows: FlowConfig::default(),
@@ -662,8 +666,5 @@ pub fn stats(args: &StatsArgs) -> Result<()> {
     };
     let mut job = counting_job(inputs, origins, &args.engine, emit);
     job.control = run_control(&args.run)?;
-    // One worker counts; reading and decoding the files go on beside it where a core is
-    // free for them (on one core the thread only adds switching: 0.79 s against 0.63 s).
-    job.source.read_ahead_thread = std::thread::available_parallelism().is_ok_and(|n| n.get() > 1);
     run_job(job, &args.output, &args.engine, args.top, Rank::Expected)
 }

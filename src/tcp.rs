@@ -55,8 +55,6 @@ pub fn run(args: &TcpArgs) -> Result<()> {
         alerts: false,
     };
     let mut job = counting_job(specs, origins, &args.engine, emit);
-    // As `stats` does: captures read and decoded beside the one worker, where a core is free.
-    job.source.read_ahead_thread = std::thread::available_parallelism().is_ok_and(|n| n.get() > 1);
     job.tcp = tcp;
     job.live = live;
     job.control = RunControl {

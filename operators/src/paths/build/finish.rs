@@ -207,15 +207,15 @@ impl Paths {
                     lost = wider_lost;
                 }
             }
-            if !lost.is_empty() {
-                let covered = instances
+            let covered = (!lost.is_empty()).then(|| {
+                instances
                     .iter()
                     .flat_map(|(m, _)| m.iter().map(|m| m.0))
-                    .collect();
-                self.emit_instances(root_ns, instances, out);
+                    .collect()
+            });
+            self.emit_instances(root_ns, instances, out);
+            if let Some(covered) = covered {
                 self.continue_cut(lost, covered, out);
-            } else {
-                self.emit_instances(root_ns, instances, out);
             }
         }
     }
