@@ -195,6 +195,13 @@ fn sniffers(args: &LiveArgs, origins: &mut Origins) -> Result<Vec<SnifferJob>> {
     Ok(out)
 }
 
+/// What the task linker waits beyond its lateness: the deadline buckets' lag of before
+/// 2026-12-02 (134 ms), kept for message traces, whose rows pass no deadline: without it the
+/// task linker's memory on the p20 node-name trace (4.7 M messages) rose through the run,
+/// 389 -> 443 MB at the peak, while its own tables stayed flat: what grew is not found
+/// (docs/notes/2026-12-01-paths-memory-at-200.md).
+const TASKS_EXTRA_LATENESS_NS: u64 = 1 << 27;
+
 /// `causeway analyze`.
 pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
     let (inputs, mut origins) = inputs(&args.inputs);
@@ -325,51 +332,58 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
         .as_ref()
         .and_then(|c| c.restore.as_ref())
         .map(|r| r.resume_ns);
-    // How far behind the frontier a message may reach `link`: the source's
-    // lateness, the reconciliation window, the message gap (a TCP message is emitted when it
-    // ends, up to the gap after its last segment; its event time is its first segment's) and
-    // the granularity of the windows' deadlines. `clock.correct` used to cover the last two
-    // by holding every message 2 s; a message seen in the reference clock alone no longer
-    // waits there, and results must not depend on how fast the frontier moves (live or
-    // replayed at any speed).
-    // When every input is a message-trace file, its rows are messages already: none waits
-    // in reconciliation or folding, so nothing downstream waits out that window or the gap.
-    // (On the 470,000 and 4.7 million linking traces and the @5 accuracy trace the final
-    // patterns and instances are the same either way; on the @45 trace a few rare patterns
-    // differ, as the clock estimates and `link`'s retention follow the lateness.)
+    // How far behind its input frontier a message may reach `link`: how far the operators
+    // before it emit behind their frontiers (a record the source sends more than the lateness
+    // behind its reader's newest is counted late, and comes later still). `reconcile.fold`,
+    // `reconcile` and `nat` hold their capabilities at the oldest message they are building
+    // or waiting on, so packets' messages are never behind it; `reconcile.calls` is not
+    // (yet) so held: with socket-call logs among the inputs, a message may come the
+    // reconciliation window and the granularity of its deadlines late. (Until 2026-12-02 every message was taken to come that late, plus the
+    // message gap, and `link` and `paths` waited it out again after the frontier had: a live
+    // run's results lagged by the gap, the window and the lateness twice over.) Results do
+    // not depend on how fast the frontier moves (live or replayed at any speed).
     let traces_only = boot.message_traces_only && sniffers.is_empty();
-    // When every input is a capture directory (socket-call logs), no packets are folded into
-    // messages: nothing downstream waits out the message gap.
-    let logs_only = !inputs.is_empty()
-        && sniffers.is_empty()
-        && inputs
+    let any_logs = args.follow
+        || inputs
             .iter()
-            .all(|i| std::path::Path::new(&i.path).is_dir() || args.follow);
-    let (reconcile_wait_ns, gap_ns) = if logs_only {
-        (reconcile_window.as_nanos() as u64, 0)
-    } else if traces_only {
+            .any(|i| std::path::Path::new(&i.path).is_dir());
+    // How long `reconcile` holds a message: none for message-trace rows, which are messages
+    // already.
+    let reconcile_wait_ns = if traces_only {
         tracing::info!(
-            "every input is a message trace: the operators after the sources do not wait out \
-             the reconciliation window or the message gap"
+            "every input is a message trace: no operator after the sources waits out the \
+             reconciliation window"
         );
-        (0, 0)
+        0
     } else {
-        (
-            reconcile_window.as_nanos() as u64,
-            args.message_gap.as_nanos() as u64,
-        )
+        reconcile_window.as_nanos() as u64
     };
-    // How late a message may reach the linkers: the sources' lateness, and where messages
-    // come out of windowed operators (folding, reconciliation), their windows and how late
-    // after its deadline such an operator looks at a key. A message trace's rows pass
-    // through none of them, and `link` does not wait out the deadlines' lag for them (the
-    // task linker does: see its configuration below).
-    let messages_late_ns =
-        lateness_ns + reconcile_wait_ns + gap_ns + causeway_operators::conn::DEADLINE_LAG_NS;
-    let link_late_ns = if traces_only {
-        messages_late_ns - causeway_operators::conn::DEADLINE_LAG_NS
+    let calls_late_ns = if any_logs {
+        reconcile_window.as_nanos() as u64 + causeway_operators::conn::DEADLINE_LAG_NS
     } else {
-        messages_late_ns
+        0
+    };
+    // Message traces keep their sources' lateness (their rows' measured disorder and
+    // `TRACE_MARGIN`) here too, as measured with the task linker; not re-measured without.
+    let link_late_ns = if traces_only {
+        lateness_ns
+    } else {
+        calls_late_ns
+    };
+    // `paths` waits for a node's children by their corrected times, which the clock
+    // correction moves from the event times the frontier follows by what is left of the
+    // hosts' offsets after the coarse alignment: nothing where there is one clock (every
+    // input live on this host, or one capture file: one sniffer's; a live run and the
+    // replay of what it wrote then give the same paths); else at most the reconciliation
+    // window, which must cover it (without it, 8 of the pipeline harness's 150,000 messages
+    // were in no instance).
+    let one_clock = all_live || (inputs.len() == 1 && sniffers.is_empty() && !any_logs);
+    let paths_late_ns = if traces_only {
+        lateness_ns
+    } else if one_clock {
+        calls_late_ns
+    } else {
+        calls_late_ns.max(reconcile_window.as_nanos() as u64)
     };
     // A first guess at how far the pipeline holds its results back: the source's lateness
     // and the reconciliation window, each waited out again by `clock`, `link` and `paths`
@@ -450,7 +464,7 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
             window_ns: args.clock_window.as_nanos() as u64,
             every_ns: args.clock_every.as_nanos() as u64,
             reference,
-            lateness_ns: lateness_ns + reconcile_wait_ns,
+            lateness_ns: link_late_ns,
             anchors: boot.clock_anchors.clone(),
         },
         nat: NatConfig {
@@ -481,12 +495,8 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
                     max_delay_ns: args.max_delay.as_nanos() as u64,
                     ..Default::default()
                 },
-                // The deadline buckets' lag kept here even for message traces: with the
-                // lateness 134 ms shorter, the task linker's memory on the p20 node-name
-                // trace (4.7 M messages) rose through the run, 389 -> 443 MB at the peak,
-                // while the task linker's own tables stayed flat: what grew is not found
-                // (docs/notes/2026-12-01-paths-memory-at-200.md).
-                lateness_ns: messages_late_ns,
+                // See `TASKS_EXTRA_LATENESS_NS`.
+                lateness_ns: link_late_ns + TASKS_EXTRA_LATENESS_NS,
                 // The task linker learns from its first 20,000 messages, waiting for them
                 // up to two minutes of event time (a quiet trace reaches them late).
                 warmup_ns: if warmup_ns > 0 {
@@ -505,8 +515,9 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
         },
         paths: PathsConfig {
             max_delay_ns: args.max_delay.as_nanos() as u64,
-            // `link` hands messages on in event-time order, at most this much behind.
-            lateness_ns: lateness_ns + reconcile_wait_ns,
+            // `link` hands messages on in event-time order, their corrected times at most
+            // this much behind.
+            lateness_ns: paths_late_ns,
             max_path_ns: args.max_path.as_nanos() as u64,
             try_both: args.try_both,
             window_ns: args.window.as_nanos() as u64,

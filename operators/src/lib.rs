@@ -87,6 +87,7 @@ pub mod dist;
 pub mod domain;
 pub mod json;
 pub mod message;
+pub mod min_times;
 pub mod names;
 pub mod paths;
 pub mod ports;

@@ -3,6 +3,7 @@
 //! freed as they leave, and five minutes of estimates per domain.
 
 use super::*;
+use crate::min_times::MinTimes;
 
 /// How far back `clock.correct` keeps estimates: five minutes of event time.
 const HISTORY_NS: Time = 300_000_000_000;
@@ -179,41 +180,6 @@ impl<'a> Recent<'a> {
         self.recent[self.next] = (key, h);
         self.next = (self.next + 1) % self.recent.len();
         h
-    }
-}
-
-/// A multiset of times that tells its smallest: a min-heap with deletions applied lazily
-/// (a removed time is remembered until it reaches the top). O(log n) per insertion and
-/// removal, in two contiguous heaps.
-#[derive(Debug, Default)]
-struct MinTimes {
-    held: BinaryHeap<Reverse<Time>>,
-    removed: BinaryHeap<Reverse<Time>>,
-}
-
-impl MinTimes {
-    fn insert(&mut self, t: Time) {
-        self.held.push(Reverse(t));
-    }
-
-    /// Removes one occurrence of `t`, which must be held.
-    fn remove(&mut self, t: Time) {
-        self.removed.push(Reverse(t));
-        self.settle();
-    }
-
-    fn settle(&mut self) {
-        while let (Some(h), Some(r)) = (self.held.peek(), self.removed.peek()) {
-            if h != r {
-                break;
-            }
-            self.held.pop();
-            self.removed.pop();
-        }
-    }
-
-    fn min(&self) -> Option<Time> {
-        self.held.peek().map(|r| r.0)
     }
 }
 

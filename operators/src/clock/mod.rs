@@ -59,8 +59,7 @@ pub mod pairwise;
 
 pub use correct::LOOK_AHEAD_NS;
 
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use causeway_sources::{Address, Alignment, Time, shed};

@@ -15,7 +15,13 @@
 //!   is forgotten when the frontier passes its last packet plus the close linger (after FIN or
 //!   RST both ways), plus five seconds while it has carried no data (half-open: a SYN flood
 //!   or a port scan costs seconds of its rate, not `conn_idle_ns`), or plus `conn_idle_ns`.
-//! - **Cost**: one table lookup per packet (see [`crate::conn`]).
+//! - **Capability**: held at the event time of the oldest message being built (else the input
+//!   frontier), so a sighting is never behind the output frontier (but for packets the source
+//!   sent late) and nothing downstream waits out the message gap: a busy connection's message
+//!   ends at the other side's next data and holds the frontier for as long as it lasted, an
+//!   idle connection's last one for the gap.
+//! - **Cost**: one table lookup per packet (see [`crate::conn`]); per message, two heap
+//!   operations on the open messages' times.
 
 use std::hash::BuildHasher;
 use std::sync::Arc;
@@ -28,6 +34,7 @@ use timely::dataflow::operators::generic::Operator;
 
 use super::Sighting;
 use crate::conn::{ConnKey, ConnTable, Deadlines, HANDSHAKE_IDLE_NS};
+use crate::min_times::MinTimes;
 
 /// Timeouts of the fold.
 #[derive(Clone, Copy, Debug)]
@@ -76,6 +83,9 @@ pub fn udp_key(payload_hash: u64, payload_len: u32) -> u64 {
 }
 
 struct Building {
+    /// `first_ns` in event time: where the fold's capability is held while the message is
+    /// open.
+    held_at: Time,
     start_seq: u32,
     ack: u32,
     first_ns: Time,
@@ -90,7 +100,9 @@ struct Building {
 }
 
 impl Building {
-    fn finish(self, p: &ConnState) -> Sighting {
+    /// The sighting of the ended message; it no longer holds the capability.
+    fn finish(self, p: &ConnState, open: &mut MinTimes) -> Sighting {
+        open.remove(self.held_at);
         Sighting {
             key: tcp_key(self.start_seq, self.ack),
             origin: p.origin,
@@ -163,6 +175,8 @@ pub struct FoldTable {
     alignment: Arc<Alignment>,
     table: ConnTable<ConnState>,
     deadlines: Deadlines<ConnKey>,
+    /// The event times of the messages being built.
+    open: MinTimes,
 }
 
 impl FoldTable {
@@ -173,7 +187,14 @@ impl FoldTable {
             alignment,
             table: ConnTable::default(),
             deadlines: Deadlines::default(),
+            open: MinTimes::default(),
         }
+    }
+
+    /// The earliest event time of a message being built: nothing the fold emits later is
+    /// earlier (but for packets the source sent late).
+    pub fn oldest_open(&self) -> Option<Time> {
+        self.open.min()
     }
 
     /// Number of live connections.
@@ -254,7 +275,10 @@ impl FoldTable {
                         // Where this message begins: the next byte expected, if known.
                         let start = known.unwrap_or(seq);
                         let new = end.wrapping_sub(if after(start, seq) { start } else { seq });
+                        let held_at = self.alignment.align(p.origin, p.ts_ns);
+                        self.open.insert(held_at);
                         dir.building = Some(Building {
+                            held_at,
                             start_seq: start,
                             ack: t.ack,
                             first_ns: p.ts_ns,
@@ -287,12 +311,12 @@ impl FoldTable {
             }
             dir.next_seq = later(dir.next_seq, Some(end));
             for b in [ended, paused].into_iter().flatten() {
-                out.push(b.finish(c));
+                out.push(b.finish(c, &mut self.open));
             }
         }
         if flags.has(TcpFlags::FIN) {
             if let Some(b) = c.dirs[d].building.take() {
-                out.push(b.finish(c));
+                out.push(b.finish(c, &mut self.open));
             }
             c.dirs[d].next_seq = later(c.dirs[d].next_seq, Some(end.wrapping_add(1)));
             c.dirs[d].closed = true;
@@ -300,7 +324,7 @@ impl FoldTable {
         if flags.has(TcpFlags::RST) {
             for side in 0..2 {
                 if let Some(b) = c.dirs[side].building.take() {
-                    out.push(b.finish(c));
+                    out.push(b.finish(c, &mut self.open));
                 }
             }
             c.reset = true;
@@ -326,14 +350,15 @@ impl FoldTable {
             // Its entries up to `now` are gone; later ones may remain, and are harmless.
             c.listed = None;
             let last = self.alignment.align(c.origin, c.last_ns);
-            if last.saturating_add(config.message_gap_ns) < now {
+            let forget = last.saturating_add(c.forget_after(&config)) < now;
+            if forget || last.saturating_add(config.message_gap_ns) < now {
                 for side in 0..2 {
                     if let Some(b) = c.dirs[side].building.take() {
-                        out.push(b.finish(c));
+                        out.push(b.finish(c, &mut self.open));
                     }
                 }
             }
-            if last.saturating_add(c.forget_after(&config)) < now {
+            if forget {
                 self.table.remove(&key);
             } else {
                 let due = self.alignment.align(c.origin, c.deadline(&config));
@@ -348,13 +373,14 @@ impl FoldTable {
         for mut c in self.table.drain() {
             for side in 0..2 {
                 if let Some(b) = c.dirs[side].building.take() {
-                    rest.push(b.finish(&c));
+                    rest.push(b.finish(&c, &mut self.open));
                 }
             }
         }
         rest.sort();
         out.extend(rest);
         self.deadlines.clear();
+        self.open.clear();
     }
 }
 
@@ -397,9 +423,15 @@ impl<'scope> Fold<'scope> for Stream<'scope, Time, Vec<Packet>> {
                     if !out.is_empty() {
                         output.session(&*cap).give_iterator(out.drain(..));
                     }
+                    // Held at the oldest message still being built, so that downstream
+                    // operators need not wait out the message gap themselves.
                     match frontier.frontier().iter().next() {
-                        Some(t) if *t > *cap.time() => cap.downgrade(t),
-                        Some(_) => {}
+                        Some(t) => {
+                            let t = table.oldest_open().map_or(*t, |o| o.min(*t));
+                            if t > *cap.time() {
+                                cap.downgrade(&t);
+                            }
+                        }
                         None => held = None,
                     }
                 }

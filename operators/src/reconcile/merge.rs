@@ -18,6 +18,9 @@
 //!   sighting, then the keys of finished messages for another window (to count late
 //!   sightings). Freed when the frontier passes; memory follows the message rate times the
 //!   window.
+//! - **Capability**: every output's is held at the earliest sighting still waiting (else the
+//!   input frontier): a message, sample or fact is never behind the output frontier (but for
+//!   sightings that came late), so nothing downstream waits out the window again.
 //! - **Cost**: one hash-map update per sighting; per message, grouping near-linear in its
 //!   sightings (union-find over shared sources and destinations) and a sort of each group.
 //!   Sightings that share a key are not yet capped per key (issue 45).
@@ -42,6 +45,7 @@ use crate::clock::DelaySample;
 use crate::conn::Deadlines;
 use crate::domain::Domain;
 use crate::message::{Message, MessageStream};
+use crate::min_times::MinTimes;
 use crate::names::{Names, NodeCache};
 use crate::reconcile::topology::Homes;
 
@@ -292,6 +296,9 @@ pub struct Reconciled<'scope> {
 struct Group {
     sightings: Vec<Sighting>,
     due: Time,
+    /// The earliest event time among the sightings: where the capability is held while the
+    /// group waits.
+    first: Time,
 }
 
 /// Extension trait: reconcile sightings into messages.
@@ -318,6 +325,7 @@ impl<'scope> Reconcile<'scope> for Stream<'scope, Time, Vec<Sighting>> {
             let mut open: HashMap<u64, Group> = HashMap::new();
             let mut done: HashMap<u64, Time> = HashMap::new();
             let mut open_due: Deadlines<u64> = Deadlines::default();
+            let mut waiting = MinTimes::default();
             let mut done_due: Deadlines<u64> = Deadlines::default();
             let mut late: HashMap<OriginId, SourceStats> = HashMap::new();
             move |frontiers| {
@@ -327,13 +335,21 @@ impl<'scope> Reconcile<'scope> for Stream<'scope, Time, Vec<Sighting>> {
                             late.entry(s.origin).or_default().late_sightings += 1;
                             continue;
                         }
-                        let due = merger
-                            .aligned(&s, s.first_ns)
-                            .saturating_add(config.window_ns);
-                        let g = open.entry(s.key).or_insert_with(|| Group {
-                            sightings: Vec::new(),
-                            due,
+                        let first = merger.aligned(&s, s.first_ns);
+                        let due = first.saturating_add(config.window_ns);
+                        let g = open.entry(s.key).or_insert_with(|| {
+                            waiting.insert(first);
+                            Group {
+                                sightings: Vec::new(),
+                                due,
+                                first,
+                            }
                         });
+                        if first < g.first {
+                            waiting.remove(g.first);
+                            waiting.insert(first);
+                            g.first = first;
+                        }
                         if g.sightings.is_empty() || due > g.due {
                             g.due = g.due.max(due);
                             open_due.schedule(s.key, g.due);
@@ -359,6 +375,7 @@ impl<'scope> Reconcile<'scope> for Stream<'scope, Time, Vec<Sighting>> {
                 ready.dedup();
                 for key in ready {
                     if let Some(g) = open.remove(&key) {
+                        waiting.remove(g.first);
                         let forget = g.due.saturating_add(config.window_ns);
                         merger.finish(g.sightings, &mut outcome);
                         if now.is_some() {
@@ -411,7 +428,12 @@ impl<'scope> Reconcile<'scope> for Stream<'scope, Time, Vec<Sighting>> {
                             }),
                     );
                 }
-                crate::follow_frontier(&mut caps, now);
+                // Held at the earliest sighting still waiting, so that nothing downstream
+                // waits out the window (or the deadlines' granularity) itself.
+                crate::follow_frontier(
+                    &mut caps,
+                    now.map(|n| waiting.min().map_or(n, |w| w.min(n))),
+                );
             }
         });
         Reconciled {

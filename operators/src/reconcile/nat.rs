@@ -11,7 +11,8 @@
 //!   translated side sees it. A message seen on one side only waits `window_ns` for a fact
 //!   about its connection, and is then rewritten to the private endpoints (its nodes renamed
 //!   accordingly). State: per translated connection, its private endpoints, forgotten
-//!   `conn_idle_ns` after its last fact; the waiting messages.
+//!   `conn_idle_ns` after its last fact; the waiting messages. The capability is held at
+//!   the earliest waiting message's event time, so that none leaves behind the frontier.
 //! - `nat.mappings` (worker 0): counts the messages evidencing each (public endpoint, private
 //!   endpoint) translation and reports a [`NatMapping`] once it has `min_evidence` (more for
 //!   UDP, whose payloads can match by accident), again when the input ends. State: one counter
@@ -265,8 +266,13 @@ impl<'scope> Nat<'scope> for MessageStream<'scope> {
                     if !ready.is_empty() {
                         output.session(&*cap).give_iterator(ready.drain(..));
                     }
-                    let lowest = match (now, waiting.first_key_value().map(|(t, _)| *t)) {
-                        (Some(n), _) => Some(n),
+                    // Held at the earliest message still waiting for a fact, so that
+                    // nothing downstream waits out the window itself.
+                    let first_waiting = waiting
+                        .first_key_value()
+                        .map(|(t, _)| t.saturating_sub(config.window_ns));
+                    let lowest = match (now, first_waiting) {
+                        (Some(n), w) => Some(w.map_or(n, |w| w.min(n))),
                         (None, w) => w,
                     };
                     match lowest {
