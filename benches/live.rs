@@ -51,11 +51,12 @@ fn main() {
     let workers: usize = flag(&args, "--workers").unwrap_or(1);
     let causeway = PathBuf::from(env!("CARGO_BIN_EXE_causeway"));
     println!(
-        "{:>9} {:>10} {:>11} {:>9} {:>12} {:>9} {:>9} {:>9} {:>9}",
+        "{:>9} {:>10} {:>11} {:>9} {:>9} {:>12} {:>9} {:>9} {:>9} {:>9}",
         "req/s",
         "done req/s",
         "packets/s",
         "drops",
+        "late",
         "instances",
         "inst p50",
         "inst p99",
@@ -140,11 +141,12 @@ fn run(
     let out = reader.join().unwrap();
     let requests = done.load(Ordering::Relaxed) as f64;
     println!(
-        "{:>9} {:>10.0} {:>11.0} {:>9} {:>12} {:>9.1} {:>9.1} {:>9.1} {:>9.1}",
+        "{:>9} {:>10.0} {:>11.0} {:>9} {:>9} {:>12} {:>9.1} {:>9.1} {:>9.1} {:>9.1}",
         rate,
         requests / load_s,
         out.packets as f64 / load_s,
         out.drops,
+        out.late,
         out.instance_lag.len(),
         ms(&out.instance_lag, 0.5),
         ms(&out.instance_lag, 0.99),
@@ -164,6 +166,8 @@ fn ms(h: &Histogram<u64>, q: f64) -> f64 {
 struct Observed {
     packets: u64,
     drops: u64,
+    /// Records the source counted late (more than the lateness behind its reader's newest).
+    late: u64,
     instance_lag: Histogram<u64>,
     pattern_lag: Histogram<u64>,
 }
@@ -173,6 +177,7 @@ fn read_output(stdout: std::process::ChildStdout) -> Observed {
     let mut out = Observed {
         packets: 0,
         drops: 0,
+        late: 0,
         instance_lag: Histogram::new_with_bounds(1, 3_600_000_000, 3).unwrap(),
         pattern_lag: Histogram::new_with_bounds(1, 3_600_000_000, 3).unwrap(),
     };
@@ -206,6 +211,7 @@ fn read_output(stdout: std::process::ChildStdout) -> Observed {
             Some("stats") if v["final"] == true => {
                 out.packets = v["records"].as_u64().unwrap_or(0);
                 out.drops = v["kernel_drops"].as_u64().unwrap_or(0);
+                out.late = v["late"].as_u64().unwrap_or(0);
             }
             _ => {}
         }
