@@ -358,6 +358,13 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
     } else {
         reconcile_window.as_nanos() as u64
     };
+    // What `link` waited for every message before the operators held their capabilities
+    // (the lateness, the window, the gap and the deadlines' lag): still how long a message
+    // may hold `reconcile.fold` back, and `link`'s keep margin.
+    let old_late_ns = lateness_ns
+        + reconcile_window.as_nanos() as u64
+        + args.message_gap.as_nanos() as u64
+        + causeway_operators::conn::DEADLINE_LAG_NS;
     let calls_late_ns = if any_logs {
         reconcile_window.as_nanos() as u64 + causeway_operators::conn::DEADLINE_LAG_NS
     } else {
@@ -446,6 +453,9 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
         homes: Arc::new(boot.homes),
         fold: FoldConfig {
             message_gap_ns: args.message_gap.as_nanos() as u64,
+            // A message open longer than `link` used to wait for one comes late, as it did
+            // then.
+            max_hold_ns: old_late_ns,
             ..FoldConfig::default()
         },
         reconcile: ReconcileConfig {
@@ -485,6 +495,11 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
                 DelayModelArg::Learned => DelayModel::Learned,
             },
             lateness_ns: link_late_ns,
+            keep_margin_ns: if traces_only {
+                lateness_ns
+            } else {
+                old_late_ns
+            },
             match_window_ns: args.match_window.as_nanos() as u64,
             warmup_ns,
             ..LinkConfig::default()

@@ -19,9 +19,10 @@
 //!   frontier), so a sighting is never behind the output frontier (but for packets the source
 //!   sent late) and nothing downstream waits out the message gap: a busy connection's message
 //!   ends at the other side's next data and holds the frontier for as long as it lasted, an
-//!   idle connection's last one for the gap.
-//! - **Cost**: one table lookup per packet (see [`crate::conn`]); per message, two heap
-//!   operations on the open messages' times.
+//!   idle connection's last one for the gap. At most `max_hold_ns`: a message open longer
+//!   comes late downstream.
+//! - **Cost**: one table lookup per packet (see [`crate::conn`]); per message, two counter
+//!   updates in [`MinTimes`].
 
 use std::hash::BuildHasher;
 use std::sync::Arc;
@@ -45,6 +46,11 @@ pub struct FoldConfig {
     pub conn_idle_ns: Time,
     /// A closed connection is forgotten this long after its last packet.
     pub close_linger_ns: Time,
+    /// The capability is held at most this far behind the input frontier: a message open
+    /// longer (a download the receiver only acknowledges) leaves that much behind the
+    /// frontier, late downstream, rather than holding the whole pipeline back as long as it
+    /// lasts.
+    pub max_hold_ns: Time,
 }
 
 impl Default for FoldConfig {
@@ -53,6 +59,7 @@ impl Default for FoldConfig {
             message_gap_ns: 1_000_000_000,
             conn_idle_ns: 60_000_000_000,
             close_linger_ns: 2_000_000_000,
+            max_hold_ns: 5_000_000_000,
         }
     }
 }
@@ -191,10 +198,14 @@ impl FoldTable {
         }
     }
 
-    /// The earliest event time of a message being built: nothing the fold emits later is
-    /// earlier (but for packets the source sent late).
-    pub fn oldest_open(&self) -> Option<Time> {
-        self.open.min()
+    /// Where to hold the capability with the input frontier at `now`: at the earliest event
+    /// time of a message being built (to within a millisecond; nothing the fold emits later
+    /// is earlier, but for packets the source sent late), at most `max_hold_ns` behind `now`.
+    /// Messages open longer are forgotten here.
+    pub fn hold(&mut self, now: Time) -> Time {
+        let floor = now.saturating_sub(self.config.max_hold_ns);
+        self.open.forget_before(floor);
+        self.open.min().map_or(now, |o| o.clamp(floor, now))
     }
 
     /// Number of live connections.
@@ -427,7 +438,7 @@ impl<'scope> Fold<'scope> for Stream<'scope, Time, Vec<Packet>> {
                     // operators need not wait out the message gap themselves.
                     match frontier.frontier().iter().next() {
                         Some(t) => {
-                            let t = table.oldest_open().map_or(*t, |o| o.min(*t));
+                            let t = table.hold(*t);
                             if t > *cap.time() {
                                 cap.downgrade(&t);
                             }

@@ -60,7 +60,7 @@ impl Linker {
         }
     }
 
-    /// How long `link` keeps what it received: `2·(x + lateness)`, with `x` as learned
+    /// How long `link` keeps what it received: `2·(x + keep_margin)`, with `x` as learned
     /// ([`Linker::horizon_ns`]).
     pub(super) fn keep_ns(&self) -> Time {
         self.config.keep_with(self.horizon_ns)
@@ -70,8 +70,8 @@ impl Linker {
     /// `event_ns`), and works `x` out again once every [`SWEEP_NS`] of event time: twice the
     /// longest of the nodes' waits for a child (each twice the 99.9th percentile of its
     /// causes' delays), at most `max_delay_ns`, and `max_delay_ns` while any sending node
-    /// has too little evidence. It grows to at most twice itself plus the lateness at a time,
-    /// less than what a sweep keeps (`2·(x + lateness)`), so that what a scan after a sweep
+    /// has too little evidence. It grows to at most twice itself plus the keep margin at a time,
+    /// less than what a sweep keeps (`2·(x + keep_margin)`), so that what a scan after a sweep
     /// looks for was kept ([`Linker::expire`]); it is
     /// worked out as sends are decided, in event-time order, so it does not depend on how
     /// the input was batched.
@@ -86,7 +86,7 @@ impl Linker {
         let grow = self
             .horizon_ns
             .saturating_mul(2)
-            .saturating_add(self.config.lateness_ns);
+            .saturating_add(self.config.keep_margin_ns);
         self.horizon_ns = learned.min(grow);
     }
 

@@ -833,7 +833,7 @@ fn a_call_type_that_is_never_spontaneous_keeps_its_late_calls() {
 
 /// `x` is learned from the causes taken: twice the longest wait of the sending nodes (each
 /// twice their causes' 99.9th percentile), never more than `--max-delay`, `--max-delay` while
-/// a sending node has too little evidence, grown at most to twice itself plus the lateness
+/// a sending node has too little evidence, grown at most to twice itself plus the keep margin
 /// at a time, and worked out once per sweep interval of event time.
 #[test]
 fn the_horizon_follows_the_delays_of_the_causes_taken() {
@@ -848,13 +848,13 @@ fn the_horizon_follows_the_delays_of_the_causes_taken() {
     // Node 1's causes lie 1 ms back: its wait is 2 ms (the bucket's upper end, doubled).
     let learned = l.horizon_ns;
     assert!((2_000_000..=6_000_000).contains(&learned), "{learned}");
-    assert_eq!(l.keep_ns(), 2 * (learned + config.lateness_ns));
+    assert_eq!(l.keep_ns(), 2 * (learned + config.keep_margin_ns));
     // A second node with too little evidence: the maximum again, reached within bounds.
     for _ in 0..3 {
         t += SWEEP_NS;
         let before = l.horizon_ns;
         l.learn_horizon(2, 1_000_000, t);
-        assert!(l.horizon_ns <= 2 * before + config.lateness_ns);
+        assert!(l.horizon_ns <= 2 * before + config.keep_margin_ns);
     }
     for _ in 0..10 {
         t += SWEEP_NS;
