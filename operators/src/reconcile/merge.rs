@@ -340,7 +340,10 @@ impl<'scope> Reconcile<'scope> for Stream<'scope, Time, Vec<Sighting>> {
                         let g = open.entry(s.key).or_insert_with(|| {
                             waiting.insert(first);
                             Group {
-                                sightings: Vec::new(),
+                                // Most messages are seen by two sniffers (sender's and
+                                // receiver's host): room for two, not the four of a
+                                // first push.
+                                sightings: Vec::with_capacity(2),
                                 due,
                                 first,
                             }
