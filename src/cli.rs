@@ -718,7 +718,9 @@ pub struct AnalyzeArgs {
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub reconcile_window: Option<Duration>,
     /// A TCP message ends after this long without a segment (else at the other side's data,
-    /// FIN or RST).
+    /// FIN or RST; or, once everything it sent is acknowledged, after its connection's quiet
+    /// gap: four times the longest such pause its messages went on after, at least 50 ms, at
+    /// most this, learned once the connection has begun 8 messages).
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
     pub message_gap: Duration,
     /// The clock the others are measured against: a sniffer's or a node's name (default: the

@@ -4,13 +4,18 @@
 //! - **Output**: one sighting per message per sniffer. A TCP message is the data a side sends
 //!   between the other side's data (direction changes: data seen the other way, or an
 //!   acknowledgment that moved on, for data this sniffer missed), a FIN or RST, or a pause
-//!   longer than `message_gap_ns`; its start is the next byte the sniffer expected in that direction (from
-//!   earlier data, the SYN, or the other side's acknowledgments), so that a sniffer that lost
+//!   longer than `message_gap_ns` (or, once every byte it sent is acknowledged, longer than
+//!   the connection's quiet gap: four times the longest such silence its messages went on
+//!   after, at least 50 ms, learned from its own first messages and from any it then cut
+//!   short, so that an idle keep-alive connection's last reply does not hold everything
+//!   downstream for the whole gap); its start is the next byte the sniffer expected in that
+//!   direction (from earlier data, the SYN, or the other side's acknowledgments), so that a sniffer that lost
 //!   the first segment still names the message as the others do. Segments carrying only bytes
 //!   already seen are retransmissions, not messages. Each UDP datagram is a message.
 //! - **Exchange**: by sniffer and connection.
 //! - **State**: per live connection, each direction's next expected sequence number, the
-//!   latest acknowledgment from the other side, and the message being built; and a deadline
+//!   latest acknowledgment from the other side, and the message being built, and the
+//!   connection's message count and longest acknowledged silence; and a deadline
 //!   list with about one entry per connection. A message is emitted at its end; a connection
 //!   is forgotten when the frontier passes its last packet plus the close linger (after FIN or
 //!   RST both ways), plus five seconds while it has carried no data (half-open: a SYN flood
@@ -19,8 +24,8 @@
 //!   frontier), so a sighting is never behind the output frontier (but for packets the source
 //!   sent late) and nothing downstream waits out the message gap: a busy connection's message
 //!   ends at the other side's next data and holds the frontier for as long as it lasted, an
-//!   idle connection's last one for the gap. At most `max_hold_ns`: a message open longer
-//!   comes late downstream.
+//!   idle connection's last one for its quiet gap (the gap while it has not learned one). At
+//!   most `max_hold_ns`: a message open longer comes late downstream.
 //! - **Cost**: one table lookup per packet (see [`crate::conn`]); per message, two counter
 //!   updates in [`MinTimes`].
 
@@ -133,6 +138,18 @@ struct Direction {
     peer_ack: Option<u32>,
     building: Option<Building>,
     closed: bool,
+    /// When (the connection's last packet) this side's message was ended by the quiet gap,
+    /// until the other side sends data: should this side go on instead, the silence was
+    /// within a message.
+    cut: Option<Time>,
+}
+
+impl Direction {
+    /// Whether the other side has acknowledged every byte this side sent: a sender that
+    /// stops then is not waiting for the network.
+    fn acked(&self) -> bool {
+        matches!((self.next_seq, self.peer_ack), (Some(n), Some(a)) if !after(n, a))
+    }
 }
 
 struct ConnState {
@@ -144,21 +161,61 @@ struct ConnState {
     data: bool,
     /// The earliest deadline bucket the connection is listed under, if any.
     listed: Option<Time>,
+    /// Messages begun on the connection.
+    messages: u32,
+    /// The longest silence after which a message of the connection went on while every byte
+    /// it had sent was acknowledged.
+    quiet_max: Time,
 }
+
+/// Messages a connection needs before its own silences set its quiet gap.
+const QUIET_MESSAGES: u32 = 8;
+
+/// The least quiet gap: a sender that pauses within a message while all it sent is
+/// acknowledged (writes of one reply some milliseconds apart) is split no sooner than this.
+const QUIET_FLOOR_NS: Time = 50_000_000;
+
+/// The quiet gap is this many times the longest such silence seen on the connection.
+const QUIET_FACTOR: Time = 4;
 
 impl ConnState {
     fn done(&self) -> bool {
         self.reset || (self.dirs[0].closed && self.dirs[1].closed)
     }
 
-    /// When the connection next needs a look, in its own clock: the close linger once closed,
-    /// the message gap while a message is open, else the idle timeout.
-    fn deadline(&self, config: &FoldConfig) -> Time {
-        let after = if self.dirs.iter().any(|x| x.building.is_some()) {
-            config.message_gap_ns
+    /// How long a message whose every byte is acknowledged may stay silent before it ends:
+    /// `QUIET_FACTOR` times the longest silence a message of this connection went on after,
+    /// at least `QUIET_FLOOR_NS`, at most the message gap; the gap until the connection has
+    /// begun `QUIET_MESSAGES` messages. Learned per connection, from its own packets in their
+    /// order, so that where a message ends does not depend on how packets of different
+    /// connections interleave or on how fast the frontier moves.
+    fn quiet_gap(&self, config: &FoldConfig) -> Time {
+        if self.messages <= QUIET_MESSAGES {
+            return config.message_gap_ns;
+        }
+        self.quiet_max
+            .saturating_mul(QUIET_FACTOR)
+            .max(QUIET_FLOOR_NS)
+            .min(config.message_gap_ns)
+    }
+
+    /// How long after the last packet an open message of side `side` ends.
+    fn message_wait(&self, side: usize, config: &FoldConfig) -> Time {
+        if self.dirs[side].acked() {
+            self.quiet_gap(config)
         } else {
-            self.forget_after(config)
-        };
+            config.message_gap_ns
+        }
+    }
+
+    /// When the connection next needs a look, in its own clock: the close linger once closed,
+    /// the message gap (or the quiet gap) while a message is open, else the idle timeout.
+    fn deadline(&self, config: &FoldConfig) -> Time {
+        let after = (0..2)
+            .filter(|&side| self.dirs[side].building.is_some())
+            .map(|side| self.message_wait(side, config))
+            .min()
+            .unwrap_or_else(|| self.forget_after(config));
         self.last_ns.saturating_add(after)
     }
 
@@ -250,12 +307,29 @@ impl FoldTable {
                     reset: false,
                     data: false,
                     listed: None,
+                    messages: 0,
+                    quiet_max: 0,
                 };
                 self.table.insert(key, state)
             }
         };
         let d = key.direction(&p.src);
         let Some(c) = self.table.slot(i) else { return };
+        // What the timer ends once the frontier has passed the silence before this packet,
+        // ended here too, so that where a message ends does not depend on when the frontier
+        // moved: a message silent longer than the gap, or than the quiet gap with all its
+        // side sent acknowledged (`ConnState::message_wait`).
+        let silence = p.ts_ns.saturating_sub(c.last_ns);
+        for side in 0..2 {
+            if silence > c.message_wait(side, &self.config) {
+                if let Some(b) = c.dirs[side].building.take() {
+                    out.push(b.finish(c, &mut self.open));
+                    if silence <= self.config.message_gap_ns {
+                        c.dirs[side].cut = Some(c.last_ns);
+                    }
+                }
+            }
+        }
         c.last_ns = c.last_ns.max(p.ts_ns);
         let flags = t.flags;
         if flags.has(TcpFlags::SYN) {
@@ -267,15 +341,24 @@ impl FoldTable {
         let mut end = t.seq.wrapping_add(u32::from(flags.has(TcpFlags::SYN)));
         c.data |= p.payload_len > 0;
         if p.payload_len > 0 {
-            // The other side's message, if any, ends where this side's data begins.
+            // The other side's message, if any, ends where this side's data begins, for good.
             let ended = c.dirs[1 - d].building.take();
+            c.dirs[1 - d].cut = None;
             let seq = end;
             end = seq.wrapping_add(p.payload_len);
             let gap = self.config.message_gap_ns;
+            // A silence after which this side went on with all it had sent acknowledged (its
+            // message ended by the quiet gap, by the timer or just below, or not) was within
+            // a message: the connection's quiet gap learns it.
+            if let Some(t0) = c.dirs[d].cut.take() {
+                c.quiet_max = c.quiet_max.max(p.ts_ns.saturating_sub(t0));
+            } else if c.dirs[d].acked() && c.dirs[d].building.is_some() {
+                c.quiet_max = c.quiet_max.max(silence);
+            }
             let dir = &mut c.dirs[d];
             // This side's message also ends where the other side's data, even unseen, came
-            // in between (the acknowledgment moved on), and after a pause longer than the
-            // gap that the timer has not ended yet.
+            // in between (the acknowledgment moved on), and after a pause of its own longer
+            // than the gap.
             let paused = dir
                 .building
                 .take_if(|b| after(t.ack, b.ack) || p.ts_ns.saturating_sub(b.last_ns) > gap);
@@ -288,6 +371,7 @@ impl FoldTable {
                         let new = end.wrapping_sub(if after(start, seq) { start } else { seq });
                         let held_at = self.alignment.align(p.origin, p.ts_ns);
                         self.open.insert(held_at);
+                        c.messages = c.messages.saturating_add(1);
                         dir.building = Some(Building {
                             held_at,
                             start_seq: start,
@@ -362,10 +446,15 @@ impl FoldTable {
             c.listed = None;
             let last = self.alignment.align(c.origin, c.last_ns);
             let forget = last.saturating_add(c.forget_after(&config)) < now;
-            if forget || last.saturating_add(config.message_gap_ns) < now {
-                for side in 0..2 {
+            for side in 0..2 {
+                let by_gap = forget || last.saturating_add(config.message_gap_ns) < now;
+                let quiet = last.saturating_add(c.message_wait(side, &config)) < now;
+                if by_gap || quiet {
                     if let Some(b) = c.dirs[side].building.take() {
                         out.push(b.finish(c, &mut self.open));
+                        if !by_gap {
+                            c.dirs[side].cut = Some(c.last_ns);
+                        }
                     }
                 }
             }
@@ -554,6 +643,74 @@ mod tests {
                 (tcp_key(611, 701), 10),
             ],
             "an acknowledgment that moved on, or a pause longer than the gap, ends a message"
+        );
+    }
+
+    /// A keep-alive connection's `n` exchanges, 10 ms (and `within`) apart: a 100-byte request, its
+    /// acknowledgment, a 200-byte reply in two writes `within` apart (the first acknowledged
+    /// before the second), the reply's acknowledgment.
+    fn exchanges(n: u32, within: Time) -> Vec<Packet> {
+        let ms = 1_000_000;
+        let mut out = Vec::new();
+        for i in 0..n {
+            let t = 1 + Time::from(i) * (10 * ms + within);
+            let (c, s) = (1 + i * 100, 1 + i * 200);
+            out.push(tcp(t, C, S, c, s, PA, 100));
+            out.push(tcp(t + 1, S, C, s, c + 100, A, 0));
+            out.push(tcp(t + 2, S, C, s, c + 100, PA, 100));
+            out.push(tcp(t + 3, C, S, c + 100, s + 100, A, 0));
+            out.push(tcp(t + 3 + within, S, C, s + 100, c + 100, PA, 100));
+            out.push(tcp(t + 4 + within, C, S, c + 100, s + 200, A, 0));
+        }
+        out
+    }
+
+    #[test]
+    fn an_idle_connections_last_reply_ends_at_its_quiet_gap_not_the_message_gap() {
+        let ms = 1_000_000;
+        let mut t = FoldTable::new(FoldConfig::default(), Arc::new(Alignment::none()));
+        let mut out = Vec::new();
+        for p in exchanges(20, 0) {
+            t.add(&p, &mut out);
+        }
+        // 19 replies ended by the next request; the last one is open, all of it acknowledged.
+        assert_eq!(out.len(), 39);
+        let last = 1 + 19 * 10 * ms + 4;
+        t.expire(last + 2 * QUIET_FLOOR_NS, &mut out);
+        assert_eq!(
+            out.len(),
+            40,
+            "ended after the quiet gap, well before the 1 s gap"
+        );
+        assert_eq!(out[39].bytes, 200);
+        assert!(t.hold(last + 2 * QUIET_FLOOR_NS) > last);
+    }
+
+    #[test]
+    fn a_connection_that_pauses_within_its_replies_learns_to_wait_longer() {
+        let ms = 1_000_000;
+        // Replies written in two parts 3 ms apart: learned from the first messages, the
+        // quiet gap (4 x 3 ms, at least the floor) keeps every reply whole.
+        let whole = run(&exchanges(20, 3 * ms));
+        assert_eq!(whole.len(), 40);
+        assert!(whole.iter().all(|s| s.bytes == 100 || s.bytes == 200));
+        // Parts 80 ms apart, past the floor: the connection's first replies, before it has
+        // learned, wait the message gap and stay whole, and teach it the silence; later ones
+        // stay whole too, whether ended by the timer or by the next packet.
+        let slow = run(&exchanges(20, 80 * ms));
+        assert_eq!(slow.len(), 40);
+        let mut t = FoldTable::new(FoldConfig::default(), Arc::new(Alignment::none()));
+        let mut timed = Vec::new();
+        for p in exchanges(20, 80 * ms) {
+            t.expire(p.ts_ns, &mut timed);
+            t.add(&p, &mut timed);
+        }
+        t.flush(&mut timed);
+        let key = |v: &[Sighting]| v.iter().map(|s| (s.key, s.bytes)).collect::<Vec<_>>();
+        assert_eq!(
+            key(&timed),
+            key(&slow),
+            "the timer and the packets end messages alike"
         );
     }
 
