@@ -321,12 +321,14 @@ impl FoldTable {
         // side sent acknowledged (`ConnState::message_wait`).
         let silence = p.ts_ns.saturating_sub(c.last_ns);
         for side in 0..2 {
-            if silence > c.message_wait(side, &self.config) {
-                if let Some(b) = c.dirs[side].building.take() {
-                    out.push(b.finish(c, &mut self.open));
-                    if silence <= self.config.message_gap_ns {
-                        c.dirs[side].cut = Some(c.last_ns);
-                    }
+            // The open message first: the wait is worked out only for one (per packet, on a
+            // hot path).
+            let ended =
+                c.dirs[side].building.is_some() && silence > c.message_wait(side, &self.config);
+            if let Some(b) = c.dirs[side].building.take_if(|_| ended) {
+                out.push(b.finish(c, &mut self.open));
+                if silence <= self.config.message_gap_ns {
+                    c.dirs[side].cut = Some(c.last_ns);
                 }
             }
         }
