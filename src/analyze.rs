@@ -335,13 +335,13 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
     // How far behind its input frontier a message may reach `link`: how far the operators
     // before it emit behind their frontiers (a record the source sends more than the lateness
     // behind its reader's newest is counted late, and comes later still). `reconcile.fold`,
-    // `reconcile` and `nat` hold their capabilities at the oldest message they are building
-    // or waiting on, so packets' messages are never behind it; `reconcile.calls` is not
-    // (yet) so held: with socket-call logs among the inputs, a message may come the
-    // reconciliation window and the granularity of its deadlines late. (Until 2026-12-02 every message was taken to come that late, plus the
-    // message gap, and `link` and `paths` waited it out again after the frontier had: a live
-    // run's results lagged by the gap, the window and the lateness twice over.) Results do
-    // not depend on how fast the frontier moves (live or replayed at any speed).
+    // `reconcile`, `reconcile.calls` and `nat` hold their capabilities at the oldest message
+    // they are building or waiting on, so no message is behind it. (Until 2026-12-02 every
+    // message was taken to come the lateness, the reconciliation window, the message gap and
+    // the deadlines' granularity late, and `link` and `paths` waited it out again after the
+    // frontier had: a live run's results lagged by all of them twice over; socket-call logs
+    // kept the window and the granularity until `reconcile.calls` was held, 2026-12-02.)
+    // Results do not depend on how fast the frontier moves (live or replayed at any speed).
     let traces_only = boot.message_traces_only && sniffers.is_empty();
     let any_logs = args.follow
         || inputs
@@ -365,18 +365,9 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
         + reconcile_window.as_nanos() as u64
         + args.message_gap.as_nanos() as u64
         + causeway_operators::conn::DEADLINE_LAG_NS;
-    let calls_late_ns = if any_logs {
-        reconcile_window.as_nanos() as u64 + causeway_operators::conn::DEADLINE_LAG_NS
-    } else {
-        0
-    };
     // Message traces keep their sources' lateness (their rows' measured disorder and
     // `TRACE_MARGIN`) here too, as measured with the task linker; not re-measured without.
-    let link_late_ns = if traces_only {
-        lateness_ns
-    } else {
-        calls_late_ns
-    };
+    let link_late_ns = if traces_only { lateness_ns } else { 0 };
     // `paths` waits for a node's children by their corrected times, which the clock
     // correction moves from the event times the frontier follows by what is left of the
     // hosts' offsets after the coarse alignment: nothing where there is one clock (every
@@ -388,9 +379,9 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
     let paths_late_ns = if traces_only {
         lateness_ns
     } else if one_clock {
-        calls_late_ns
+        0
     } else {
-        calls_late_ns.max(reconcile_window.as_nanos() as u64)
+        reconcile_window.as_nanos() as u64
     };
     // A first guess at how far the pipeline holds its results back: the source's lateness
     // and the reconciliation window, each waited out again by `clock`, `link` and `paths`
@@ -469,6 +460,7 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
             } else {
                 CallsConfig::default().idle_ns
             },
+            max_hold_ns: old_late_ns,
         },
         clock: ClockConfig {
             window_ns: args.clock_window.as_nanos() as u64,

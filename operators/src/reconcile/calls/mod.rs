@@ -26,6 +26,10 @@
 //!   forgotten when idle for a window, with its translation joins. Calls not yet passed by the
 //!   frontier are buffered.
 //!   Memory follows the call rate times the window.
+//! - **Frontier**: the outputs are held at the event time of the oldest message still to be
+//!   reported (`Calls::oldest`), so a message never comes behind them and nothing
+//!   downstream waits out the window itself; at most `max_hold_ns` behind the input
+//!   frontier (a run open longer comes late downstream).
 //! - **Cost**: per call, one hash-map lookup and amortised O(1) queue work; per run, one scan of
 //!   the receiver's pending receives (usually a handful).
 
@@ -57,6 +61,11 @@ pub struct CallsConfig {
     pub window_ns: Time,
     /// A run of sends not yet ended by a receive is ended after this much idle event time.
     pub idle_ns: Time,
+    /// How far behind the input frontier the outputs may be held (see the module's
+    /// **Frontier**): a run open longer (a stream written for minutes without a reply)
+    /// leaves that much behind the frontier, late downstream, rather than holding the whole
+    /// pipeline back as long as it lasts.
+    pub max_hold_ns: Time,
 }
 
 impl Default for CallsConfig {
@@ -64,6 +73,7 @@ impl Default for CallsConfig {
         CallsConfig {
             window_ns: 1_000_000_000,
             idle_ns: 1_000_000_000,
+            max_hold_ns: 5_000_000_000,
         }
     }
 }
@@ -321,6 +331,29 @@ impl Calls {
                 extend(&mut end.receiving, &mut end.received);
             }
         }
+    }
+
+    /// The earliest event time of a message still to be reported: the first call of the
+    /// oldest run or datagram any connection holds (a message's event time is its send's,
+    /// else its receive's). Calls not yet taken are behind the input frontier. Costs a pass
+    /// over the connections (worked out when the frontier moves).
+    fn oldest(&self) -> Option<Time> {
+        let run = |r: Option<&Run>| r.map(|r| r.first_at);
+        self.connections
+            .values()
+            .flat_map(|c| c.ends.iter())
+            .flat_map(|e| {
+                [
+                    run(e.sending.as_ref()),
+                    run(e.sent.front()),
+                    run(e.receiving.as_ref()),
+                    run(e.received.front()),
+                    e.datagrams_out.front().map(|d| d.at),
+                    e.datagrams_in.front().map(|d| d.at),
+                ]
+            })
+            .flatten()
+            .min()
     }
 
     /// Reports what is complete at `now` (everything when `now` is `None`).
@@ -586,6 +619,9 @@ impl<'scope> ReconcileCalls<'scope> for Stream<'scope, Time, Vec<SocketCall>> {
                 translations: Translations::default(),
                 waiting: BTreeMap::new(),
             };
+            // The input frontier the hold was last worked out at, and the hold.
+            let mut last_now = None;
+            let mut hold = None;
             move |frontiers| {
                 input.for_each(|_cap, batch| {
                     for c in batch.drain(..) {
@@ -649,7 +685,17 @@ impl<'scope> ReconcileCalls<'scope> for Stream<'scope, Time, Vec<SocketCall>> {
                         .session(&caps_now[3])
                         .give_iterator(outcome.facts.drain(..));
                 }
-                crate::follow_frontier(&mut caps, now);
+                // Held at the earliest message still to come, so that nothing downstream
+                // waits out the window (or an unended run) itself.
+                if now != last_now {
+                    last_now = now;
+                    hold = state.oldest();
+                }
+                let floor = |n: Time| n.saturating_sub(state.config.max_hold_ns);
+                crate::follow_frontier(
+                    &mut caps,
+                    now.map(|n| hold.map_or(n, |h| h.clamp(floor(n), n))),
+                );
             }
         });
         CallMessages {

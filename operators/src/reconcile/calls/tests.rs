@@ -232,3 +232,75 @@ fn a_port_used_again_for_another_server_is_not_joined() {
     assert_eq!(m.len(), 3, "{m:#?}");
     assert_eq!(&*m[2].src, "10.0.0.1");
 }
+
+#[test]
+fn messages_never_come_behind_the_frontier_the_operator_holds() {
+    // Calls come through an input whose frontier moves on with them, as a live source's
+    // does; the request waits for its receive and the reply for the window. Each message
+    // must carry a timestamp at or before its event time (what lets `link` wait nothing for
+    // it), and the frontier must still move on once nothing is held.
+    use Direction::{Recv, Send};
+    use std::sync::Mutex;
+    use timely::dataflow::InputHandle;
+    use timely::dataflow::operators::{Input, Inspect, Probe};
+
+    let ms = 1_000_000;
+    let got: Arc<Mutex<Vec<(Time, Time)>>> = Arc::default();
+    let sink = Arc::clone(&got);
+    timely::execute_directly(move |worker| {
+        let mut input = InputHandle::new();
+        let probe = worker.dataflow::<Time, _, _>(|scope| {
+            let out = scope
+                .input_from(&mut input)
+                .container::<Vec<SocketCall>>()
+                .reconcile_calls(
+                    CallsConfig::default(),
+                    Arc::new(Names::default()),
+                    Arc::new(Alignment::default()),
+                );
+            out.messages
+                .inspect_core(move |event| {
+                    if let Ok((stamp, batch)) = event {
+                        let t = stamp.iter().copied().min().unwrap_or(0);
+                        let mut got = sink.lock().unwrap();
+                        got.extend(batch.iter().map(|m| (t, m.event_ns)));
+                    }
+                })
+                .probe()
+                .0
+        });
+        let calls = [
+            call(0, 100 * ms, "curl[1]@a", C, S, Send, 0, 100),
+            call(1, 101 * ms, "srv[2]@b", S, C, Recv, 0, 100),
+            call(1, 110 * ms, "srv[2]@b", S, C, Send, 0, 400),
+            // The client never logs reading the reply: it waits the window (1 s).
+        ];
+        for c in calls {
+            let t = c.ts_ns;
+            input.advance_to(t);
+            input.send(c);
+            input.advance_to(t + 1);
+            for _ in 0..10 {
+                worker.step();
+            }
+        }
+        // While the reply waits, the frontier after the operator stays at it.
+        input.advance_to(600 * ms);
+        for _ in 0..20 {
+            worker.step();
+        }
+        assert!(probe.less_equal(&(110 * ms)), "held at the reply's send");
+        assert!(!probe.less_than(&(100 * ms)), "the request is reported");
+        // Past the window the reply is reported and the frontier moves on.
+        input.advance_to(2_000 * ms);
+        for _ in 0..20 {
+            worker.step();
+        }
+        assert!(!probe.less_than(&(2_000 * ms)));
+    });
+    let got = got.lock().unwrap().clone();
+    assert_eq!(got.len(), 2, "{got:?}");
+    for (t, event) in got {
+        assert!(t <= event, "a message at {event} came at {t}");
+    }
+}
