@@ -202,6 +202,11 @@ impl Linker {
                         if f.send >= reply {
                             break;
                         }
+                        // `relative` is at most 1: a follow fitting no better than the best
+                        // so far cannot raise it.
+                        if f.fit <= via {
+                            continue;
+                        }
                         if let Some(d) = d.filter(|_| f.answer < reply) {
                             via = via.max(f.fit * d.relative((reply - f.answer) as f64));
                         }
