@@ -43,6 +43,18 @@ pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::FixedSt
 /// A hash set with a fast, fixed (reproducible) hasher.
 pub type FastSet<T> = std::collections::HashSet<T, foldhash::fast::FixedState>;
 
+/// Where an operator that holds records holds its capability with the input frontier at
+/// `now`: at the oldest event time it may still emit (`oldest`), but never more than
+/// `max_hold_ns` behind `now` (a record held longer comes late downstream rather than
+/// holding the whole pipeline back), and never ahead of `now`.
+pub(crate) fn hold_at(
+    now: causeway_sources::Time,
+    oldest: Option<causeway_sources::Time>,
+    max_hold_ns: causeway_sources::Time,
+) -> causeway_sources::Time {
+    oldest.map_or(now, |o| o.clamp(now.saturating_sub(max_hold_ns), now))
+}
+
 /// Moves an operator's output capabilities up to its input frontier `now`, or drops them
 /// once the input has ended (`now` is `None`): for operators that hold one capability per
 /// output and nothing back.

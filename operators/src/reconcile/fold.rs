@@ -260,9 +260,9 @@ impl FoldTable {
     /// is earlier, but for packets the source sent late), at most `max_hold_ns` behind `now`.
     /// Messages open longer are forgotten here.
     pub fn hold(&mut self, now: Time) -> Time {
-        let floor = now.saturating_sub(self.config.max_hold_ns);
-        self.open.forget_before(floor);
-        self.open.min().map_or(now, |o| o.clamp(floor, now))
+        self.open
+            .forget_before(now.saturating_sub(self.config.max_hold_ns));
+        crate::hold_at(now, self.open.min(), self.config.max_hold_ns)
     }
 
     /// Number of live connections.

@@ -691,11 +691,8 @@ impl<'scope> ReconcileCalls<'scope> for Stream<'scope, Time, Vec<SocketCall>> {
                     last_now = now;
                     hold = state.oldest();
                 }
-                let floor = |n: Time| n.saturating_sub(state.config.max_hold_ns);
-                crate::follow_frontier(
-                    &mut caps,
-                    now.map(|n| hold.map_or(n, |h| h.clamp(floor(n), n))),
-                );
+                let max_hold = state.config.max_hold_ns;
+                crate::follow_frontier(&mut caps, now.map(|n| crate::hold_at(n, hold, max_hold)));
             }
         });
         CallMessages {
