@@ -77,6 +77,8 @@ pub(super) struct Linker {
     /// (`max_delay_ns` until learned); the event time it was last worked out at.
     pub(super) horizon_ns: Time,
     pub(super) horizon_at: Time,
+    /// The order slack as learned ([`LookAhead`]).
+    pub(super) lookahead: LookAhead,
     /// Buffers [`Linker::weigh`] reuses from message to message (no allocation per message).
     pub(super) scratch: Scratch,
     /// Buffers of the match windows' rounds.

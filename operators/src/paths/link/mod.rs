@@ -109,10 +109,12 @@
 //!   part only once the densities of all their candidates' types have seen
 //!   `MATCH_SAMPLES` (100) candidates (before, the exponential alone would decide them).
 //! - **Timing**: a message is linked once the frontier is `lateness_ns` (how late upstream
-//!   windows may emit it) plus `order_slack_ns` past it, so that parents whose event times
+//!   windows may emit it) plus the order slack past it, so that parents whose event times
 //!   carry their senders' residual clock error are in; arrivals and the sends themselves are
-//!   taken `order_slack_ns` earlier, in one order with the children, so that `link` sees the
-//!   answers and replies that come within that slack after a message, and what a message is
+//!   taken the order slack earlier, in one order with the children, so that `link` sees the
+//!   answers and replies that come within that slack after a message. The slack is learned
+//!   (`lookahead.rs`: the longest task durations and the clock error the event times show;
+//!   `order_slack_ns` at most, and until learned), and what a message is
 //!   linked against does not depend on how the frontier moved (nor, but for the port
 //!   classifier's per-worker view, on the number of workers: see [`Ports`]). Candidates below `min_probability` are dropped unless they are the
 //!   most likely option; at most `max_candidates` (the most recent) are kept.
@@ -218,6 +220,7 @@ mod estimate;
 mod flush;
 mod learn;
 mod linker;
+mod lookahead;
 mod node_tasks;
 mod spontaneity;
 mod state;
@@ -232,6 +235,7 @@ use candidate::*;
 use estimate::*;
 use flush::*;
 use linker::*;
+use lookahead::*;
 use node_tasks::*;
 use spontaneity::*;
 use warm::*;
@@ -304,8 +308,10 @@ pub struct LinkConfig {
     /// others (at Project 5's parallelism 45, 1,000 left the report paths outranked by wrong
     /// ones and their delays 31.7% off).
     pub causal_memory: f64,
-    /// A message is linked once the frontier is this far past its event time, so that its
-    /// causes, whose event times carry their own senders' residual clock error, are in.
+    /// A message is linked once the frontier is the order slack past its event time, so that
+    /// its causes, whose event times carry their own senders' residual clock error, and the
+    /// answers and replies that tell its task are in: learned (`lookahead.rs`), at most this
+    /// (and this until learned).
     pub order_slack_ns: Time,
     /// How far into the past the null scan of each send is shifted ([`CausalDensity`]), on
     /// average (each send's shift is spread over half to one and a half times this): longer
@@ -503,6 +509,30 @@ impl LinkInput {
         }
     }
 
+    /// A message's two roles: an arrival at its receiver (a possible parent; none where
+    /// neither side was observed) and a child of its sender.
+    fn roles(m: Box<Message>) -> (Option<LinkInput>, LinkInput) {
+        let id = message_id(&m);
+        let one_sided = m.recv_ns.is_none();
+        let arrival = m.recv_ns.or(m.send_ns).map(|local_ns| {
+            LinkInput::Arrival(Box::new(Arrival {
+                id,
+                to: node_key(&m.dst),
+                from: node_key(&m.src),
+                local_ns,
+                event_ns: m.event_ns,
+                one_sided,
+                conn: end_key(&m.dst_endpoint, &m.src_endpoint),
+                request: false,
+                kind_from: 0,
+                bytes: m.bytes.unwrap_or(0),
+                src_endpoint: m.src_endpoint.clone(),
+                dst_endpoint: m.dst_endpoint.clone(),
+            }))
+        });
+        (arrival, LinkInput::Child(node_key(&m.src), id, m))
+    }
+
     fn node(&self) -> u64 {
         match self {
             LinkInput::Child(from, _, _) => *from,
@@ -525,25 +555,7 @@ impl<'scope> Link<'scope> for MessageStream<'scope> {
             }
             let t = m.event_ns;
             let starts = (0..if earliest { peers } else { 0 }).map(move |k| LinkInput::Start(t, k));
-            let id = message_id(&m);
-            let one_sided = m.recv_ns.is_none();
-            let arrival = m.recv_ns.or(m.send_ns).map(|local_ns| {
-                LinkInput::Arrival(Box::new(Arrival {
-                    id,
-                    to: node_key(&m.dst),
-                    from: node_key(&m.src),
-                    local_ns,
-                    event_ns: m.event_ns,
-                    one_sided,
-                    conn: end_key(&m.dst_endpoint, &m.src_endpoint),
-                    request: false,
-                    kind_from: 0,
-                    bytes: m.bytes.unwrap_or(0),
-                    src_endpoint: m.src_endpoint.clone(),
-                    dst_endpoint: m.dst_endpoint.clone(),
-                }))
-            });
-            let child = LinkInput::Child(node_key(&m.src), id, m);
+            let (arrival, child) = LinkInput::roles(m);
             starts.chain(arrival).chain(std::iter::once(child))
         });
         inputs.unary_frontier(

@@ -34,6 +34,7 @@ impl Linker {
             causes: ChildWaits::default(),
             horizon_ns: config.max_delay_ns,
             horizon_at: 0,
+            lookahead: LookAhead::new(config.order_slack_ns),
             scratch: Scratch::default(),
             matching: Matching::default(),
         }
@@ -56,6 +57,7 @@ impl Linker {
             reply_sizes: self.reply_sizes,
             affinity: self.affinity,
             ports: self.ports,
+            lookahead: self.lookahead,
             ..Linker::new(self.config)
         }
     }
@@ -146,6 +148,7 @@ impl Linker {
             *newest_event = (*newest_event).max(a.event_ns);
             alive
         };
+        self.lookahead.received(a.to, a.local_ns, a.event_ns);
         let c = self.conns.entry((a.to, a.conn)).or_default();
         c.recvs
             .insert(a.local_ns, a.event_ns, (a.id, a.request, a.kind_from));
@@ -174,6 +177,10 @@ impl Linker {
             // answers, as both are taken in before the children after them).
             let reply = sends.after(a.local_ns);
             let reply_ns = reply.map(|s| s.0);
+            if let Some(r) = reply_ns {
+                self.lookahead
+                    .replied(a.to, a.local_ns, r, a.event_ns, self.config.order_slack_ns);
+            }
             self.tasks.insert(
                 a.id,
                 Box::new(Task {
@@ -328,6 +335,7 @@ impl Linker {
                 answer,
             },
         );
+        self.lookahead.sent(node, send, event_ns);
         let c = self.conns.entry((node, conn)).or_default();
         let previous = c.sends.before(send, false).map(|s| s.0);
         c.sends.insert(send, event_ns, Sent { task: None, bytes });
@@ -348,6 +356,10 @@ impl Linker {
                 }
                 let old = task.reply_ns.replace(send);
                 task.reply_bytes = bytes;
+                if old.is_none() {
+                    self.lookahead
+                        .replied(node, local, send, event_ns, self.config.order_slack_ns);
+                }
                 // The copy in the node's list of tasks.
                 if let Some(tasks) = self.node_tasks.get_mut(&node) {
                     tasks.answer(local, id, old, send);

@@ -868,3 +868,77 @@ fn the_horizon_follows_the_delays_of_the_causes_taken() {
     }
     assert_eq!(l.horizon_ns, config.max_delay_ns);
 }
+
+/// A web server whose requests are answered within a millisecond, each after one query to
+/// a database: `count` requests from distinct client ports, one every `every` ns, from
+/// `start`; each request's event times shifted by `skew` (its sender's clock error).
+fn quick_tasks(start: Time, count: u64, every: Time, skew: Time) -> Vec<Message> {
+    let mut out = Vec::new();
+    for i in 0..count {
+        let t = start + i * every;
+        let client = format!("10.9.0.1:{}", 20_000 + i % 30_000);
+        let port = 40_000 + i % 20_000;
+        let mut request = msg(&client, "10.0.0.1:80", t, t + 50_000);
+        request.event_ns += skew;
+        out.push(request);
+        let web = format!("10.0.0.1:{port}");
+        out.push(msg(&web, "10.0.0.2:5432", t + 150_000, t + 200_000));
+        out.push(msg("10.0.0.2:5432", &web, t + 400_000, t + 450_000));
+        out.push(msg("10.0.0.1:80", &client, t + 600_000, t + 650_000));
+    }
+    out
+}
+
+/// Pushes messages into a pipeline (one worker) and links what the frontier at `now` lets
+/// through.
+fn pipeline_at(messages: Vec<Message>, now: Time) -> Pipeline {
+    let mut p = Pipeline::new(Linker::new(LinkConfig::default()));
+    for m in messages {
+        let (arrival, child) = LinkInput::roles(Box::new(m));
+        if let Some(a) = arrival {
+            p.push(a);
+        }
+        p.push(child);
+    }
+    p.run(Some(now), &mut Vec::new(), &mut Vec::clear);
+    p
+}
+
+#[test]
+fn a_system_of_quick_requests_is_linked_soon_after_the_frontier() {
+    let config = LinkConfig::default();
+    let now = 4_000_000_000;
+    let p = pipeline_at(quick_tasks(1_000_000_000, 2_500, 1_000_000, 0), now);
+    // Its tasks last 0.6 ms: twice their 99.9th percentile's bucket, at least 1 ms, and the
+    // clock error's 1 ms floor.
+    let slack = p.linker.lookahead.slack_ns();
+    assert!(slack <= 5_000_000, "{slack}");
+    // What is linked is that far behind the frontier, not the configured half second.
+    // (Or at the start of a match window open there.)
+    let bound = p.bound(Some(now)).unwrap_or(0);
+    assert!(
+        bound >= now - config.lateness_ns - 5_000_000 - config.match_window_ns,
+        "{}",
+        now - bound
+    );
+    assert!(config.order_slack_ns >= 100_000_000);
+}
+
+#[test]
+fn the_order_slack_covers_the_clock_error_of_the_causes() {
+    // The requests' event times lie 20 ms after the server received them (their senders'
+    // clocks run ahead): a send must wait for them.
+    let p = pipeline_at(
+        quick_tasks(1_000_000_000, 2_500, 1_000_000, 20_000_000),
+        4_000_000_000,
+    );
+    let slack = p.linker.lookahead.slack_ns();
+    assert!((40_000_000..=80_000_000).contains(&slack), "{slack}");
+}
+
+#[test]
+fn too_few_tasks_keep_the_configured_order_slack() {
+    let config = LinkConfig::default();
+    let p = pipeline_at(quick_tasks(1_000_000_000, 40, 50_000_000, 0), 4_000_000_000);
+    assert_eq!(p.linker.lookahead.slack_ns(), config.order_slack_ns);
+}

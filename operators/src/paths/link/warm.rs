@@ -73,6 +73,8 @@ impl WarmStart {
             for i in self.inputs.iter().filter(|i| i.event_ns() < reach) {
                 first.push(i.clone());
             }
+            // It links the warm-up's children alone, however short the slack it learns.
+            first.until = Some(reach.saturating_sub(config.order_slack_ns));
             let mut dropped = Vec::new();
             first.run(Some(end), &mut dropped, &mut Vec::clear);
         }
@@ -96,6 +98,8 @@ pub(super) struct Pipeline {
     /// The sends themselves, known as early as the arrivals: (node, connection, send time,
     /// event time).
     pub(super) departures: Reorder<(u64, u64, Time, Time, Option<u64>)>,
+    /// Children from this time on are not linked (a warm start's first pass).
+    pub(super) until: Option<Time>,
 }
 
 impl Pipeline {
@@ -106,6 +110,7 @@ impl Pipeline {
             children: Reorder::default(),
             arrivals: Reorder::default(),
             departures: Reorder::default(),
+            until: None,
         }
     }
 
@@ -127,8 +132,10 @@ impl Pipeline {
     /// The time below which everything is linked, with the frontier at `now`.
     pub(super) fn bound(&self, now: Option<Time>) -> Option<Time> {
         let lag = shed::capped(self.linker.config.lateness_ns);
-        let slack = shed::capped(self.linker.config.order_slack_ns);
-        let bound = now.map(|n| n.saturating_sub(lag.saturating_add(slack)));
+        let slack = shed::capped(self.linker.lookahead.slack_ns());
+        let bound = now
+            .map(|n| n.saturating_sub(lag.saturating_add(slack)))
+            .map(|b| self.until.map_or(b, |u| b.min(u)));
         // Sends waiting in a match window are linked at or after its start.
         match (bound, self.windows.first_start()) {
             (Some(b), Some(w)) => Some(b.min(w)),
@@ -148,29 +155,28 @@ impl Pipeline {
     ) -> Option<Time> {
         let linker = &mut self.linker;
         let windows = &mut self.windows;
-        // Children wait `order_slack_ns` longer than arrivals. Both are taken in one order,
+        // Children wait the order slack longer than arrivals. Both are taken in one order,
         // an arrival at `t` as if at `t - slack`, so that what a child sees (arrivals, port
         // evidence) does not depend on how the frontier moved. Messages may come up to
         // `lateness_ns` after the frontier has passed their event time (upstream windows): a
         // time counts as passed only that much later, so that what is linked does not depend
-        // on timing.
+        // on timing. The slack is learned ([`LookAhead`]) at points of that order, so it is
+        // read afresh for each step.
         // Under memory pressure both wait at most the cap (`shed`).
-        let slack = shed::capped(linker.config.order_slack_ns);
         let lag = shed::capped(linker.config.lateness_ns);
         let arrivals_bound = now.map(|n| n.saturating_sub(lag));
-        let bound = now.map(|n| n.saturating_sub(lag.saturating_add(slack)));
-        let unshed = now.map(|n| {
-            n.saturating_sub(
-                linker
-                    .config
-                    .lateness_ns
-                    .saturating_add(linker.config.order_slack_ns),
-            )
-        });
+        let until = self.until;
         loop {
             if linked.len() >= EMIT_BATCH {
                 emit(linked);
             }
+            let learned = linker.lookahead.slack_ns();
+            let slack = shed::capped(learned);
+            let bound = now
+                .map(|n| n.saturating_sub(lag.saturating_add(slack)))
+                .map(|b| until.map_or(b, |u| b.min(u)));
+            let unshed =
+                now.map(|n| n.saturating_sub(linker.config.lateness_ns.saturating_add(learned)));
             // A match window closes like a child at its end: after the arrivals of up to
             // `slack` past it, before the children from its end on.
             let next_child = self.children.first().map(|(t, _)| t);
