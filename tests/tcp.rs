@@ -79,8 +79,41 @@ fn read_jsonl(path: &Path) -> Vec<Value> {
         .collect()
 }
 
-/// Checks one source's findings against the labels; returns the failures.
-fn judge(source: &str, records: &[Value], labels: &Value) -> Vec<String> {
+/// Per connection (`local->peer`), the segments its sender's kernel retransmitted, from the
+/// ss log (`bytes_retrans` over `mss`, the most any sample showed): what really happened on
+/// the wire, against which a problem found on the control is judged.
+fn kernel_retransmits(ss_log: &Path) -> BTreeMap<String, u64> {
+    let text = std::fs::read_to_string(ss_log).unwrap_or_default();
+    let field = |line: &str, name: &str| -> Option<u64> {
+        line.split_whitespace()
+            .find_map(|f| f.strip_prefix(name))
+            .and_then(|v| v.parse().ok())
+    };
+    let mut out = BTreeMap::new();
+    let mut flow: Option<String> = None;
+    for line in text.lines() {
+        if line.starts_with(char::is_alphabetic) {
+            let cols: Vec<&str> = line.split_whitespace().collect();
+            flow = (cols.len() >= 5).then(|| format!("{}->{}", cols[3], cols[4]));
+        } else if let Some(f) = &flow {
+            if let (Some(bytes), Some(mss)) = (field(line, "bytes_retrans:"), field(line, "mss:")) {
+                let segments = bytes.div_ceil(mss.max(1));
+                let e = out.entry(f.clone()).or_insert(0);
+                *e = (*e).max(segments);
+            }
+        }
+    }
+    out
+}
+
+/// Checks one source's findings against the labels; returns the failures. `kernel`: the
+/// segments each connection's kernel retransmitted ([`kernel_retransmits`]).
+fn judge(
+    source: &str,
+    records: &[Value],
+    labels: &Value,
+    kernel: &BTreeMap<String, u64>,
+) -> Vec<String> {
     let found = problems(records);
     let sets = correlated(records);
     let mut failures = Vec::new();
@@ -104,10 +137,14 @@ fn judge(source: &str, records: &[Value], labels: &Value) -> Vec<String> {
             if name == "control" {
                 // A healthy transfer: nothing but its sender's pace. One retransmission is
                 // tolerated: on this 2-core machine a stalled ACK can make a tail loss probe
-                // fire (the peer then reports it as a duplicate).
+                // fire (the peer then reports it as a duplicate). So are as many as its
+                // kernel counted: the control shares the machine with the faults, and now and
+                // then really loses a few segments (seen: 6 and 5, `bytes_retrans` 6 and 5
+                // segments); reporting those is right.
+                let real = kernel.get(&flow).copied().unwrap_or(0).max(1);
                 for (problem, n) in &got {
                     let tolerated =
-                        problem == "app_limited" || (problem == "fast_retransmit" && *n <= 1);
+                        problem == "app_limited" || (problem == "fast_retransmit" && *n <= real);
                     if !tolerated {
                         failures.push(format!("{source}: control {flow}: {problem} x{n}"));
                     }
@@ -219,9 +256,10 @@ fn real_faults_are_classified_and_correlated_live_and_from_packets() {
     let both_refs: Vec<&str> = both_ends.iter().map(String::as_str).collect();
     let both_records = causeway_jsonl(&both_refs);
 
-    let mut failures = judge("live", &live_records, &labels);
-    failures.extend(judge("packets", &packet_records, &labels));
-    failures.extend(judge("both ends", &both_records, &labels));
+    let kernel = kernel_retransmits(&ss);
+    let mut failures = judge("live", &live_records, &labels, &kernel);
+    failures.extend(judge("packets", &packet_records, &labels, &kernel));
+    failures.extend(judge("both ends", &both_records, &labels, &kernel));
     for r in both_records.iter().filter(|r| r["kind"] == "correlation") {
         let mut conns: Vec<BTreeSet<&str>> = r["flows"]
             .as_array()
