@@ -79,6 +79,15 @@ fn read_jsonl(path: &Path) -> Vec<Value> {
         .collect()
 }
 
+/// A labelled connection's flow, `local->peer`.
+fn flow_of(c: &Value) -> String {
+    format!(
+        "{}->{}",
+        c["local"].as_str().unwrap(),
+        c["peer"].as_str().unwrap()
+    )
+}
+
 /// Per connection (`local->peer`), the segments its sender's kernel retransmitted, from the
 /// ss log (`bytes_retrans` over `mss`, the most any sample showed): what really happened on
 /// the wire, against which a problem found on the control is judged.
@@ -120,11 +129,7 @@ fn judge(
     for scenario in labels["scenarios"].as_array().unwrap() {
         let name = scenario["name"].as_str().unwrap();
         for c in scenario["connections"].as_array().unwrap() {
-            let flow = format!(
-                "{}->{}",
-                c["local"].as_str().unwrap(),
-                c["peer"].as_str().unwrap()
-            );
+            let flow = flow_of(c);
             let got = found.get(&flow).cloned().unwrap_or_default();
             for expected in c["expected"].as_array().unwrap() {
                 let expected = expected.as_str().unwrap();
@@ -163,11 +168,7 @@ fn judge(
         // Losses its kernel really counted on the control (more than the one tolerated
         // above) may be correlated too: then its link or host did lose packets.
         let control_lost = scenario["connections"].as_array().unwrap().iter().any(|c| {
-            let flow = format!(
-                "{}->{}",
-                c["local"].as_str().unwrap(),
-                c["peer"].as_str().unwrap()
-            );
+            let flow = flow_of(c);
             kernel.get(&flow).is_some_and(|&n| n > 1)
         });
         let only_losses = named
@@ -318,11 +319,7 @@ fn real_faults_are_classified_and_correlated_live_and_from_packets() {
             _ => continue,
         };
         for c in scenario["connections"].as_array().unwrap() {
-            let flow = format!(
-                "{}->{}",
-                c["local"].as_str().unwrap(),
-                c["peer"].as_str().unwrap()
-            );
+            let flow = flow_of(c);
             if !from_ss.get(&flow).is_some_and(|p| p.contains_key(want)) {
                 failures.push(format!(
                     "ss: {flow}: expected {want}, got {:?}",

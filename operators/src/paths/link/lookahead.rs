@@ -45,6 +45,8 @@ pub(super) struct LookAhead {
     /// The slack as last worked out, and the event time it was worked out at.
     slack_ns: Time,
     at: Time,
+    /// The most it may be ([`LinkConfig::order_slack_ns`]), and what it is until learned.
+    max_ns: Time,
 }
 
 impl LookAhead {
@@ -58,10 +60,11 @@ impl LookAhead {
             alignment: FastMap::default(),
             slack_ns: max_ns,
             at: 0,
+            max_ns,
         }
     }
 
-    /// The slack as learned, at most `max_ns`.
+    /// The slack as learned, at most the configured slack.
     pub(super) fn slack_ns(&self) -> Time {
         self.slack_ns
     }
@@ -83,17 +86,11 @@ impl LookAhead {
     /// `node` replied at `reply` to a request it received at `request` (both its clock), at
     /// event time `event_ns`; the slack is worked out again if a sweep's worth of event time
     /// has passed since it last was.
-    pub(super) fn replied(
-        &mut self,
-        node: u64,
-        request: Time,
-        reply: Time,
-        event_ns: Time,
-        max_ns: Time,
-    ) {
+    pub(super) fn replied(&mut self, node: u64, request: Time, reply: Time, event_ns: Time) {
         self.tasks.child(node, reply.saturating_sub(request));
         if event_ns >= self.at.saturating_add(SWEEP_NS) {
             self.at = event_ns;
+            let max_ns = self.max_ns;
             let tasks = self.tasks.longest(max_ns);
             let clock = self.clock.wait(Self::CLOCK, max_ns);
             let slack = tasks.saturating_add(clock).min(max_ns);

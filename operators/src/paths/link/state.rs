@@ -178,8 +178,7 @@ impl Linker {
             let reply = sends.after(a.local_ns);
             let reply_ns = reply.map(|s| s.0);
             if let Some(r) = reply_ns {
-                self.lookahead
-                    .replied(a.to, a.local_ns, r, a.event_ns, self.config.order_slack_ns);
+                self.lookahead.replied(a.to, a.local_ns, r, a.event_ns);
             }
             self.tasks.insert(
                 a.id,
@@ -357,8 +356,7 @@ impl Linker {
                 let old = task.reply_ns.replace(send);
                 task.reply_bytes = bytes;
                 if old.is_none() {
-                    self.lookahead
-                        .replied(node, local, send, event_ns, self.config.order_slack_ns);
+                    self.lookahead.replied(node, local, send, event_ns);
                 }
                 // The copy in the node's list of tasks.
                 if let Some(tasks) = self.node_tasks.get_mut(&node) {
