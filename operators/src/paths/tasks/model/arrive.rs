@@ -143,11 +143,15 @@ impl Model {
             Learning::Online => self.sizes.learn(SizeFact::Arrival { ptype: atype, bin }),
             Learning::Batch(next) => next.2.learn(SizeFact::Arrival { ptype: atype, bin }),
         }
+        let reach = self.config.max_delay_ns;
         let node = self.nodes.entry(s.dst).or_default();
         node.newest = node.newest.max(at);
         match s.role {
             Role::Request => {
                 node.served = true;
+                if let Some(q) = node.queue.as_mut() {
+                    q.arrive(at, s.id, conn_key(s.conn, s.src), reach);
+                }
                 let task = Task {
                     id: s.id,
                     caller: s.src,

@@ -47,11 +47,13 @@ use crate::paths::assign::{Assign, NONE};
 mod arrive;
 mod call;
 mod node;
+mod queue;
 mod reply;
 #[cfg(test)]
 mod tests;
 
 use node::*;
+use queue::{Queue, conn_key, logit};
 
 /// Whether a message asks or answers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -356,6 +358,9 @@ struct Node {
     /// replies caused by another task's arrival; at most [`CROSS_RECENT`], of the last
     /// [`CROSS_WINDOW_NS`].
     recent: std::collections::VecDeque<(Time, u64, u64, u8, u64, Option<u64>)>,
+    /// What the node knows as a queue, once one of its replies carried another task's
+    /// arrival.
+    queue: Option<Box<Queue>>,
     /// The newest local time seen at the node.
     newest: Time,
 }

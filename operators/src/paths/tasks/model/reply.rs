@@ -172,6 +172,12 @@ impl Model {
         // far as such arrivals precede such replies beyond chance (`Coincidence`, counted at
         // every reply against its time shifted into the past).
         let mut cross: SmallVec<[(u64, f64); 8]> = SmallVec::new();
+        // Whether a job waited at the node from before the reply's own task's latest
+        // arrival: then the reply's timing tells nothing of what it carries.
+        let mut backlog = false;
+        // Pops that came before the reply's own and still wait: jobs they will take.
+        let mut ahead = 0;
+        let key = conn_key(s.conn, s.dst);
         if let Some(k) = task_best {
             let o = options[k];
             let own = node.tasks[o.0].id;
@@ -225,6 +231,32 @@ impl Model {
                     cross.push((id, o.1 + (p / own_p).ln()));
                 }
             }
+            // At a queue, the reply carries a job not handed out, in the queue's order:
+            // the oldest there is, but for those the pops that came before its own and are
+            // still waiting will take (a queue serves its pops in the order they came, though
+            // it may write the answers in another). As likely as the reply's connection is a
+            // consumer's and the job's a producer's; whatever the timing, which says nothing
+            // of what a pop answered at once carries.
+            if let Some(q) = node.queue.as_deref() {
+                let opened = node.tasks[o.0].opened;
+                let own_latest = at.saturating_sub(o.4.max(0) as Time);
+                backlog = q
+                    .oldest(own_latest, own, 0)
+                    .is_some_and(|j| j.1 < own_latest);
+                ahead = node
+                    .tasks
+                    .iter()
+                    .filter(|t| t.id != own && t.opened < opened && !t.foreign)
+                    .filter(|t| q.consumer(conn_key(t.conn, t.caller)) > 0.5)
+                    .count();
+                if let Some((id, _, producer)) = q.oldest(at, own, ahead) {
+                    let score = o.1 + logit(q.consumer(key)) + logit(producer);
+                    match cross.iter_mut().find(|c| c.0 == id) {
+                        Some(c) => c.1 = c.1.max(score),
+                        None => cross.push((id, score)),
+                    }
+                }
+            }
         }
         decision
             .options
@@ -266,6 +298,12 @@ impl Model {
         let cross_cause = b >= options.len() && !options.is_empty();
         if cross_cause {
             self.tally.cross_replies += 1;
+            if let Some(job) = decision.options[b].0 {
+                node.queue.get_or_insert_default().carry(job, ahead);
+            }
+        }
+        if let Some(q) = node.queue.as_mut() {
+            q.count_reply(key, backlog, cross_cause, at);
         }
         let chosen_task = if cross_cause {
             task_best.map(|k| options[k].0)
@@ -358,6 +396,9 @@ impl Model {
             node.paired.retain(|_, (_, t, _)| *t >= before);
             expired += (n - node.paired.len()) as u64;
             node.unpaired.retain(|_, (t, _, _)| *t >= before);
+            if let Some(q) = node.queue.as_mut() {
+                q.expire(before);
+            }
             node.served
                 || !node.tasks.is_empty()
                 || !node.calls.is_empty()

@@ -292,3 +292,83 @@ fn a_workers_next_pop_is_not_made_in_the_job_its_last_pop_brought() {
     pop.conn = None;
     assert!(m.client_call(&pop, 2 * ms, to_q).is_none(), "told apart");
 }
+
+/// A queue Q: a producer P pushes jobs on its connection, two workers pop them on theirs.
+/// While the workers wait, each job's reply follows its push at once, and the model learns
+/// that replies on the workers' connections carry the producer's requests. With a backlog
+/// the pop is answered at once, its timing its own; the reply still carries a job, and the
+/// oldest waiting first (two pushes, two pops: in the order the pops came, whatever the
+/// order of the answers). The producer's acknowledgements, as quick after their pushes,
+/// carry nothing.
+#[test]
+fn a_queues_replies_carry_its_jobs_in_order_through_a_backlog() {
+    const P: u64 = 1;
+    const Q: u64 = 5;
+    const W: [u64; 2] = [2, 3];
+    let us = 1_000;
+    let mut m = Model::new(ModelConfig::default());
+    let mut finals = Vec::new();
+    let mut id = 0;
+    let mut send = |m: &mut Model, src: u64, dst: u64, role: Role, at: Time, conn: u64| {
+        id += 1;
+        let mut s = seen(id, src, dst, role, at, at + us);
+        s.conn = Some(conn);
+        m.depart(&s);
+        m.arrive(&s);
+        id
+    };
+    let conn = |w: u64| 200 + w;
+    // Waiting workers: a pop, then some time later (any: 0.1 to 19 ms) a push, its ack and
+    // the job.
+    let mut t: Time = 0;
+    let mut carried = 0;
+    for i in 0..200u64 {
+        let w = W[(i % 2) as usize];
+        let wait = 100 + (i * 7_919) % 19_000;
+        send(&mut m, w, Q, Role::Request, t, conn(w));
+        let push = send(&mut m, P, Q, Role::Request, t + wait * us, 100);
+        send(&mut m, Q, P, Role::Response, t + (wait + 60) * us, 100);
+        let job = send(&mut m, Q, w, Role::Response, t + (wait + 100) * us, conn(w));
+        m.take_final(&mut finals);
+        let parent = finals
+            .iter()
+            .find(|f| f.0 == job)
+            .and_then(|f| f.1.parent());
+        carried += usize::from(parent == Some(push));
+        t += 20_000 * us;
+    }
+    assert!(
+        carried > 100,
+        "{carried} of 200 jobs carried while workers waited"
+    );
+    // A backlog: two pushes, then the two workers' pops, each answered at once; or both
+    // pops, answered together, the second's written first.
+    let mut wrong = Vec::new();
+    for i in 0..20 {
+        let a = send(&mut m, P, Q, Role::Request, t, 100);
+        let ack_a = send(&mut m, Q, P, Role::Response, t + 60 * us, 100);
+        let b = send(&mut m, P, Q, Role::Request, t + 1_000 * us, 100);
+        let ack_b = send(&mut m, Q, P, Role::Response, t + 1_060 * us, 100);
+        let (job_a, job_b);
+        if i % 2 == 0 {
+            send(&mut m, W[0], Q, Role::Request, t + 2_000 * us, conn(W[0]));
+            job_a = send(&mut m, Q, W[0], Role::Response, t + 2_050 * us, conn(W[0]));
+            send(&mut m, W[1], Q, Role::Request, t + 3_000 * us, conn(W[1]));
+            job_b = send(&mut m, Q, W[1], Role::Response, t + 3_050 * us, conn(W[1]));
+        } else {
+            send(&mut m, W[0], Q, Role::Request, t + 2_000 * us, conn(W[0]));
+            send(&mut m, W[1], Q, Role::Request, t + 2_100 * us, conn(W[1]));
+            job_b = send(&mut m, Q, W[1], Role::Response, t + 2_200 * us, conn(W[1]));
+            job_a = send(&mut m, Q, W[0], Role::Response, t + 2_250 * us, conn(W[0]));
+        }
+        m.take_final(&mut finals);
+        let parent = |id| finals.iter().find(|f| f.0 == id).and_then(|f| f.1.parent());
+        for (reply, want) in [(job_a, a), (job_b, b), (ack_a, a), (ack_b, b)] {
+            if parent(reply) != Some(want) {
+                wrong.push((reply, parent(reply), want));
+            }
+        }
+        t += 10_000 * us;
+    }
+    assert!(wrong.is_empty(), "(reply, parent, true parent): {wrong:?}");
+}
