@@ -20,8 +20,10 @@
 //!   sizes, how many calls of a class tasks make and how long they last (a task that lost
 //!   its reply to another stops taking calls), and coincidences against a time-shifted null
 //!   (a reply caused by another caller's request that came while its task waited: a
-//!   queue's pop answered when a push comes in; and a client's call caused by such a reply,
-//!   a worker's call for the job its pop brought, but not by an answer to the client's own
+//!   queue's pop answered when a push comes in; at such a queue, a pop answered at once from
+//!   a backlog carries the oldest job not handed out, in the order the pops came, where its
+//!   connection's replies carry jobs when none waits; and a client's call caused by such a
+//!   reply, a worker's call for the job its pop brought, but not by an answer to the client's own
 //!   requests, which a closed-loop client's next request also follows beyond chance).
 //!   Where each message's role comes from: the input's `kind` (`call`/`request` asks,
 //!   `return`/`response` answers, `message` is one-way); else the ports (a message to a
