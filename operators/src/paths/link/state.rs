@@ -252,6 +252,15 @@ impl Linker {
             while list.front().is_some_and(|d| d.event_ns < before) {
                 list.pop_front();
             }
+            // Held in send order (the node's clock): where that clock jumped back, sends
+            // after the jump sort before older ones that the front alone would keep.
+            if list
+                .front()
+                .zip(list.back())
+                .is_some_and(|(f, b)| f.event_ns > b.event_ns)
+            {
+                list.retain(|d| d.event_ns >= before);
+            }
             !list.is_empty()
         });
         self.node_tasks.retain(|_, tasks| tasks.clean(before));
