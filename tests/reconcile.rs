@@ -391,19 +391,37 @@ fn dnat_load_balancer_with_shifted_clocks() {
             .map(|(_, e)| *e)
             .fold(0.0, f64::max)
     };
-    for m in requests.iter().chain(answers.iter()) {
+    // A clock can put a message's arrival before its send; only a clock error does. Long
+    // ones are real too (a softirq put off on a busy machine: 6.8 ms seen once in a full
+    // suite), so of those at most one in a hundred, while a wrong offset would make most of a
+    // domain's messages long.
+    let mut long = Vec::new();
+    let all: Vec<_> = requests.iter().chain(answers.iter()).collect();
+    for m in &all {
         let ms = m["network_ms"].as_f64().unwrap();
         let t = m["send_corrected_ns"].as_u64().unwrap();
         let slack = stated(&m["send_domain"], t) + stated(&m["recv_domain"], t) + 0.001;
-        assert!(
-            ms >= -slack && ms < 5.0,
-            "network_ms {ms} (slack {slack}) in {m}; estimates (at_ns, error_ms) of {}: {:?}; of {}: {:?}",
-            m["send_domain"],
-            estimates(&m["send_domain"]),
-            m["recv_domain"],
-            estimates(&m["recv_domain"])
-        );
+        let report = || {
+            format!(
+                "network_ms {ms} (slack {slack}) in {m}; estimates (at_ns, error_ms) of {}: {:?}; of {}: {:?}",
+                m["send_domain"],
+                estimates(&m["send_domain"]),
+                m["recv_domain"],
+                estimates(&m["recv_domain"])
+            )
+        };
+        assert!(ms >= -slack, "{}", report());
+        if ms >= 5.0 {
+            long.push(report());
+        }
     }
+    assert!(
+        long.len() <= all.len() / 100,
+        "{} of {} messages 5 ms or longer on veth hops:\n{}",
+        long.len(),
+        all.len(),
+        long.join("\n")
+    );
     assert!(
         messages
             .iter()
