@@ -31,7 +31,7 @@
 //! newest arrival), its provisional calls (at most [`MAX_PROVISIONAL`] per class), the calls
 //! awaiting answers and the pairings told by callees (freed when the answer arrives, or
 //! after the same timeout), and at a node whose replies carry other tasks' arrivals (a job
-//! queue) the jobs not yet handed out and what its connections are ([`queue`]: bounded by
+//! queue) the jobs not yet handed out and what its connections are (`model/queue.rs`: bounded by
 //! count and age). Memory follows the requests in flight, never the length of the input.
 
 use smallvec::SmallVec;
