@@ -69,7 +69,7 @@ const PRIOR: f32 = 0.02;
 /// A faded memory: past twice `memory`, the total `n` is halved, and the counts that go
 /// with it are to be halved too (returns whether they are). Evidence so counted remembers
 /// about `memory` events, the newest weighing most.
-fn fade(n: &mut f32, memory: f32) -> bool {
+pub(in crate::paths::tasks) fn fade(n: &mut f32, memory: f32) -> bool {
     if *n > 2.0 * memory.max(1.0) {
         *n /= 2.0;
         true

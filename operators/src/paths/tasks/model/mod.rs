@@ -39,7 +39,7 @@ use smallvec::SmallVec;
 use causeway_sources::{Time, shed};
 
 use super::evidence::{
-    Coincidence, Composition, Delays, Durations, Evidence, Repeats, SizeFact, Sizes, delay,
+    Coincidence, Composition, Delays, Durations, Evidence, Repeats, SizeFact, Sizes, delay, fade,
     order_log_prior, size_bin,
 };
 use crate::FastMap;

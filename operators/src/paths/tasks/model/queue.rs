@@ -42,13 +42,24 @@ struct Share {
 }
 
 impl Share {
+    /// Counts an event at `at`, a hit or not.
     fn count(&mut self, hit: bool, at: Time) {
         self.n += 1.0;
         self.k += f32::from(u8::from(hit));
-        if self.n > 2.0 * SHARE_MEMORY {
-            self.n /= 2.0;
+        if fade(&mut self.n, SHARE_MEMORY) {
             self.k /= 2.0;
         }
+        self.touch(at);
+    }
+
+    /// Makes one of the events counted a hit, at `at`.
+    fn hit(&mut self, at: Time) {
+        self.k = (self.k + 1.0).min(self.n);
+        self.touch(at);
+    }
+
+    /// Notes that the connection was seen at `at`.
+    fn touch(&mut self, at: Time) {
         self.seen = self.seen.max(at);
     }
 
@@ -146,7 +157,7 @@ impl Queue {
     pub(super) fn count_reply(&mut self, key: u64, backlog: bool, carried: bool, at: Time) {
         let share = self.consumers.entry(key).or_default();
         if backlog {
-            share.seen = share.seen.max(at);
+            share.touch(at);
         } else {
             share.count(carried, at);
         }
@@ -165,10 +176,7 @@ impl Queue {
         if !j.carried {
             j.carried = true;
             let (key, at) = (j.key, j.at);
-            let share = self.producers.entry(key).or_default();
-            share.k += 1.0;
-            share.k = share.k.min(share.n);
-            share.seen = share.seen.max(at);
+            self.producers.entry(key).or_default().hit(at);
         }
         let mut kept = 0;
         let mut from = i;
