@@ -299,7 +299,16 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
         None => boot
             .reference
             .or(sniffers.first().map(|s| s.origin))
-            .map(Domain::Origin),
+            .map(Domain::Origin)
+            // Message traces alone: the node their alignment is relative to. Without it the
+            // estimator takes the smallest domain with evidence in its window, which floats:
+            // a node whose first second only meets larger ones was its own reference, and
+            // its timestamps went uncorrected by the alignment's hour.
+            .or_else(|| {
+                boot.trace_reference
+                    .as_deref()
+                    .map(|n| Domain::Node(n.into()))
+            }),
     };
     let checkpoint = match &args.checkpoint {
         Some(dir) => {

@@ -71,6 +71,10 @@ pub struct Bootstrap {
     pub notes: Vec<String>,
     /// The first capture's origin: the default reference clock.
     pub reference: Option<OriginId>,
+    /// The node whose host the message traces' clocks were aligned to (offset 0 in
+    /// `alignment`): the `clock` operator's reference where no capture gives one, so that its
+    /// estimates and the alignment that stands in before them share one clock.
+    pub trace_reference: Option<String>,
     /// Whether every input is a message-trace file: no packets to fold into messages and no
     /// two sides of a message to pair, so nothing waits out the reconciliation window or the
     /// message gap.
@@ -218,8 +222,9 @@ pub fn bootstrap(
     let mut alignment = Alignment::none();
     let mut notes = Vec::new();
     let mut clock_anchors = BTreeMap::new();
+    let mut trace_reference = None;
     if !evidence.hosts().is_empty() {
-        let solution = align_traces(
+        let (solution, reference) = align_traces(
             &evidence,
             names,
             clock_reference,
@@ -227,6 +232,7 @@ pub fn bootstrap(
             &mut notes,
         );
         clock_anchors = anchors(&evidence, names, &solution);
+        trace_reference = Some(reference);
         for (i, survey) in &surveys {
             let Some(plan) = TracePlan::new(survey, &evidence, &solution) else {
                 continue;
@@ -299,6 +305,7 @@ pub fn bootstrap(
     Ok(Bootstrap {
         alignment,
         clock_anchors,
+        trace_reference,
         homes,
         notes,
         reference,
@@ -348,17 +355,17 @@ fn anchors(
 const HOST_NOTES: usize = 40;
 
 /// The message traces' hosts' offsets from `evidence`, into `alignment`, with a note per host
-/// (the first [`HOST_NOTES`]). The reference is the host of the node `clock_reference` names,
-/// else that of the smallest node name among the hosts seen both ways (as the `clock`
-/// operator takes its reference when none is named), else among all; a group of hosts that
-/// no row connects to the reference takes its own by the same rule (as `clock` does).
+/// (the first [`HOST_NOTES`]), and the reference's node. The reference is the host of the node
+/// `clock_reference` names, else that of the smallest node name among the hosts seen both
+/// ways, else among all; a group of hosts that no row connects to the reference takes its own
+/// by the same rule (as `clock` places such a group on the clock of its anchors).
 fn align_traces(
     evidence: &Evidence,
     names: &Names,
     clock_reference: Option<&str>,
     alignment: &mut Alignment,
     notes: &mut Vec<String>,
-) -> Solution {
+) -> (Solution, String) {
     let hosts = evidence.hosts();
     let node = |h: u32| -> String {
         match evidence.example(h) {
@@ -446,5 +453,5 @@ fn align_traces(
             hosts.len() - shown
         ));
     }
-    solution
+    (solution, node(reference))
 }

@@ -724,7 +724,8 @@ pub struct AnalyzeArgs {
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
     pub message_gap: Duration,
     /// The clock the others are measured against: a sniffer's or a node's name (default: the
-    /// first capture's sniffer).
+    /// first capture's sniffer; for message traces alone, the node with the smallest name
+    /// among those seen both ways).
     #[arg(long, value_name = "NAME")]
     pub clock_reference: Option<String>,
     /// Seconds of evidence each clock estimate uses.
