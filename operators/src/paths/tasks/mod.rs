@@ -16,7 +16,9 @@
 //!   the latest arrival of its task. The evidence ([`evidence`]): learned delays per
 //!   arrival type and departure class (read as a hazard: density over survival), Project
 //!   5's same-child penalty, whether a replying task's calls are all answered, how typical
-//!   its calls are for its type, the order in which the system takes up waiting tasks,
+//!   its calls are for its type, where a nesting ends (a reply that follows the answer of a
+//!   call held in another task better than its own latest arrival takes the call over),
+//!   the order in which the system takes up waiting tasks,
 //!   sizes, how many calls of a class tasks make and how long they last (a task that lost
 //!   its reply to another stops taking calls), and coincidences against a time-shifted null
 //!   (a reply caused by another caller's request that came while its task waited: a
@@ -46,8 +48,9 @@
 //!   is `lateness_ns` past it. Ties go by the input's order (the data row).
 //! - **State**: the messages not yet taken in (a reorder buffer, up to the lateness); the
 //!   model's open tasks ([`model`]: freed when they reply or time out), each node's 64
-//!   most recent arrivals (for cross-task causes, at most 80 ms back) and at most 16
-//!   provisional calls per class; the learned evidence, bounded by the number of types and
+//!   most recent arrivals (for cross-task causes, at most 80 ms back), at most 16
+//!   provisional calls per class and the answered calls of the last `revise_ns` held until
+//!   their task goes on; the learned evidence, bounded by the number of types and
 //!   halved past its memory; the roles of node pairs without a kind.
 //!   During the warm-up, the held messages: what the source reads ahead of the frontier
 //!   (its read-ahead bounds them; a cut at a count held would make what is learned depend

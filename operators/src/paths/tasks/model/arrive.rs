@@ -217,26 +217,42 @@ impl Model {
     }
 
     /// An answer (`id`, type `atype`, received at `at`) to `call` joins the call's task at
-    /// `node`; the call is final from now on.
+    /// `node`; the call is no longer decided again with its class, and is held until its
+    /// task goes on from the answer (`model/answered.rs`).
     pub(super) fn join(&mut self, node: u64, call: u64, at: Time, id: u64, atype: u64, bin: u8) {
-        self.finalize_call(node, call);
-        let Some(n) = self.nodes.get_mut(&node) else {
+        let Some(mut n) = self.nodes.remove(&node) else {
             return;
         };
-        let Some((task, _)) = n.calls.remove(&call) else {
-            self.tally.answers_without_call += 1;
-            return;
-        };
-        reweigh_from(n, at);
-        if let Some(t) = n.tasks.iter_mut().find(|t| t.id == task) {
-            // In time order (after those at the same time), so that the latest before a
-            // time is found by halving.
-            let i = t.arrivals.partition_point(|a| a.0 <= at);
-            t.arrivals.insert(i, (at, id, atype, bin));
-            t.outstanding.retain(|c| *c != call);
-        } else {
-            self.tally.calls_without_task += 1;
+        let mut held = None;
+        for set in n.provisional.values_mut() {
+            if let Some(i) = set.iter().position(|p| p.id == call) {
+                held = Some(set.remove(i));
+                break;
+            }
         }
+        n.provisional.retain(|_, v| !v.is_empty());
+        match n.calls.remove(&call) {
+            None => self.tally.answers_without_call += 1,
+            Some((task, _)) => {
+                reweigh_from(&mut n, at);
+                if let Some(t) = n.tasks.iter_mut().find(|t| t.id == task) {
+                    // In time order (after those at the same time), so that the latest
+                    // before a time is found by halving.
+                    let i = t.arrivals.partition_point(|a| a.0 <= at);
+                    t.arrivals.insert(i, (at, id, atype, bin));
+                    t.outstanding.retain(|c| *c != call);
+                } else {
+                    self.tally.calls_without_task += 1;
+                    if let Some(p) = held.take() {
+                        self.finish(&mut n, p);
+                    }
+                }
+            }
+        }
+        if let Some(p) = held {
+            self.hold_answered(&mut n, p, (at, id, atype, bin));
+        }
+        self.nodes.insert(node, n);
     }
 
     /// Decides the task of a departure, and takes it in.

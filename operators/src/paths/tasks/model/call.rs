@@ -190,6 +190,7 @@ impl Model {
             decision: Decision::default(),
             learn: SmallVec::new(),
             weighed: None,
+            answer: None,
         };
         self.resolve(&mut node, class, Some(new));
         self.nodes.insert(s.src, node);
@@ -327,6 +328,12 @@ impl Model {
                 assign_call(node, p.id, o.0, o.2, class, p.at);
                 (tid, o.2)
             });
+        }
+        // A held call whose answer a call of the set went on from is final.
+        if !node.answered.is_empty() {
+            let parents: SmallVec<[u64; MAX_PROVISIONAL]> =
+                set.iter().filter_map(|p| p.task.map(|t| t.1)).collect();
+            self.release_answered(node, |p| p.answer.is_some_and(|a| parents.contains(&a.1)));
         }
         node.provisional.insert(class, set);
     }

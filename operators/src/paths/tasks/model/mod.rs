@@ -25,10 +25,14 @@
 //! penalty. Greedily, the first of two calls takes the task that fits it best and leaves the
 //! second what is left; jointly, two tasks that asked one after the other are served in the
 //! order that fits both. Replies are decided at once: their answer is their caller's next
-//! arrival. A decision reaches the output once it is final ([`Model::take_final`]).
+//! arrival. An answered call is held until its task goes on from the answer, and a reply of
+//! another task that follows the answer better than its own latest arrival takes the call
+//! over (where a nesting ends tells whose call it was: `model/answered.rs`). A decision
+//! reaches the output once it is final ([`Model::take_final`]).
 //!
 //! State: per node, its open tasks (freed when they reply, or `task_timeout_ns` after their
-//! newest arrival), its provisional calls (at most [`MAX_PROVISIONAL`] per class), the calls
+//! newest arrival), its provisional calls (at most [`MAX_PROVISIONAL`] per class), its
+//! answered calls held (at most those answered within `revise_ns`), the calls
 //! awaiting answers and the pairings told by callees (freed when the answer arrives, or
 //! after the same timeout), and at a node whose replies carry other tasks' arrivals (a job
 //! queue) the jobs not yet handed out and what its connections are (`model/queue.rs`: bounded by
@@ -45,6 +49,7 @@ use super::evidence::{
 use crate::FastMap;
 use crate::paths::assign::{Assign, NONE};
 
+mod answered;
 mod arrive;
 mod call;
 mod node;
@@ -320,6 +325,9 @@ struct Provisional {
     /// or an arrival came at or before its send since): deciding it again reads only what
     /// other calls change.
     weighed: Option<Vec<Weighed>>,
+    /// Its answer once arrived (receive time, id, type, size class): the call is then held
+    /// in `Node::answered` (`model/answered.rs`).
+    answer: Option<(Time, u64, u64, u8)>,
 }
 
 /// A provisional call's option as first weighed: the task (its id and receive time, by
@@ -355,6 +363,9 @@ struct Node {
     unpaired: FastMap<u64, (Time, u64, u8)>,
     /// Provisional calls, by class, oldest first.
     provisional: FastMap<u64, Vec<Provisional>>,
+    /// Answered calls whose decision waits for their task to go on from the answer
+    /// (`model/answered.rs`).
+    answered: Vec<Provisional>,
     /// The latest arrivals (receive time, id, type, size class, task, connection), for
     /// replies caused by another task's arrival; at most [`CROSS_RECENT`], of the last
     /// [`CROSS_WINDOW_NS`].
@@ -428,6 +439,8 @@ pub struct Tally {
     pub cross_replies: u64,
     /// Client calls decided in a task that another task's arrival opened.
     pub client_calls_in_tasks: u64,
+    /// Answered calls that a reply of another task took over (`model/answered.rs`).
+    pub nesting_moves: u64,
 }
 
 /// What types and classes name every client by: clients are many nodes of one kind (WAP5

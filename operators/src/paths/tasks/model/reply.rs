@@ -33,24 +33,6 @@ impl Model {
         self.finals.push((p.id, p.decision));
     }
 
-    /// Makes `call` at `node` final, if it is provisional.
-    pub(super) fn finalize_call(&mut self, node: u64, call: u64) {
-        let Some(mut n) = self.nodes.remove(&node) else {
-            return;
-        };
-        let mut found = None;
-        for set in n.provisional.values_mut() {
-            if let Some(i) = set.iter().position(|p| p.id == call) {
-                found = Some(set.remove(i));
-                break;
-            }
-        }
-        if let Some(p) = found {
-            self.finish(&mut n, p);
-        }
-        self.nodes.insert(node, n);
-    }
-
     /// Makes final the provisional calls at `node` sent more than `revise_ns` before `at`,
     /// and those in any of `tasks` (when given).
     pub(super) fn finalize_where(&mut self, node: u64, at: Time, tasks: Option<&[u64]>) {
@@ -77,6 +59,11 @@ impl Model {
         for p in done {
             self.finish(&mut n, p);
         }
+        self.release_answered(&mut n, |p| {
+            let answered = p.answer.map_or(p.at, |a| a.0.max(p.at));
+            answered.saturating_add(revise) < at
+                || tasks.is_some_and(|ts| p.task.is_some_and(|(t, _)| ts.contains(&t)))
+        });
         self.nodes.insert(node, n);
     }
 
@@ -168,6 +155,14 @@ impl Model {
             .enumerate()
             .max_by(|a, b| a.1.1.total_cmp(&b.1.1))
             .map(|(i, _)| i);
+        // Its reply may follow the answer of a call held in another task better than the
+        // task's own latest arrival: the call was this task's (`model/answered.rs`).
+        let nesting = task_best.and_then(|k| {
+            let m = self.nesting_move(&node, at, class, mix(to, s.src), &options[k])?;
+            Self::moved_option(&node, at, &mut options[k], m.0, m.1);
+            decision.options[k] = (Some(options[k].2), options[k].1);
+            Some((k, m.1))
+        });
         // Cross options: (arrival id, score). Another task's arrival caused the reply as
         // far as such arrivals precede such replies beyond chance (`Coincidence`, counted at
         // every reply against its time shifted into the past).
@@ -273,6 +268,12 @@ impl Model {
             self.nodes.insert(s.src, node);
             return;
         };
+        // The chosen task takes over the held call whose answer it follows.
+        if let Some((k, m)) = nesting
+            && k == b
+        {
+            self.take_over(&mut node, options[k].0, m);
+        }
         let m = marginal(&decision);
         self.score += m;
         *self.class_scores.entry(class).or_default() += m;
@@ -310,11 +311,16 @@ impl Model {
         } else {
             options.get(b).map(|o| o.0)
         };
+        let parent = decision.parent();
         self.finals.push((s.id, decision));
         let Some(ti) = chosen_task else {
+            self.release_used(&mut node, parent, None);
             self.nodes.insert(s.src, node);
             return;
         };
+        // The task's held calls, and the one whose answer caused the reply, are final.
+        let closed = node.tasks[ti].id;
+        self.release_used(&mut node, parent, Some(closed));
         let task = node.tasks.remove(ti);
         if !task.foreign {
             let mut calls: SmallVec<[(u64, usize); 4]> = SmallVec::new();
@@ -377,6 +383,7 @@ impl Model {
                 .provisional
                 .values()
                 .flatten()
+                .chain(&node.answered)
                 .filter_map(|p| p.task.map(|t| t.0))
                 .collect();
             let idle = node.newest.saturating_sub(max_delay);
@@ -405,6 +412,7 @@ impl Model {
                 || !node.paired.is_empty()
                 || !node.unpaired.is_empty()
                 || !node.provisional.is_empty()
+                || !node.answered.is_empty()
         });
         self.expired += expired;
     }

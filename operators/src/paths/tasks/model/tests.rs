@@ -372,3 +372,84 @@ fn a_queues_replies_carry_its_jobs_in_order_through_a_backlog() {
     }
     assert!(wrong.is_empty(), "(reply, parent, true parent): {wrong:?}");
 }
+
+/// A task that computes for milliseconds after an answer before its next call looks, at
+/// that call, no likelier than a task that has just been asked and calls the same service at
+/// once; its reply, 50 µs after the call's answer, tells whose call it was. Taught: C's
+/// requests to A make a call to B at once and another 4-6 ms after its answer, and A
+/// replies 50 µs after the second answer; D's requests make one call 0.5 ms after they come.
+/// Then D asks just before C's task makes its second call: by its own timing the call is
+/// D's; C's task's reply takes it over.
+#[test]
+fn a_reply_takes_over_the_call_whose_answer_it_follows() {
+    const D: u64 = 4;
+    let us = 1_000;
+    let ms = 1_000_000;
+    let mut m = Model::new(ModelConfig::default());
+    let step = |m: &mut Model, s: Seen| {
+        m.depart(&s);
+        m.arrive(&s);
+    };
+    let mut id = 100;
+    for i in 0..300 {
+        let t = i * 100 * ms;
+        let compute = 4 * ms + (i * 7 % 21) * ms / 10;
+        step(&mut m, seen(id, C, A, Role::Request, t, t));
+        step(
+            &mut m,
+            seen(id + 1, A, B, Role::Request, t + ms / 2, t + ms / 2),
+        );
+        step(
+            &mut m,
+            seen(id + 2, B, A, Role::Response, t + 3 * ms / 2, t + 3 * ms / 2),
+        );
+        let second = t + 3 * ms / 2 + compute;
+        step(&mut m, seen(id + 3, A, B, Role::Request, second, second));
+        step(
+            &mut m,
+            seen(id + 4, B, A, Role::Response, second + ms, second + ms),
+        );
+        let reply = second + ms + 50 * us;
+        step(&mut m, seen(id + 5, A, C, Role::Response, reply, reply));
+        let u = t + 50 * ms;
+        step(&mut m, seen(id + 6, D, A, Role::Request, u, u));
+        step(
+            &mut m,
+            seen(id + 7, A, B, Role::Request, u + ms / 2, u + ms / 2),
+        );
+        step(
+            &mut m,
+            seen(id + 8, B, A, Role::Response, u + 3 * ms / 2, u + 3 * ms / 2),
+        );
+        step(
+            &mut m,
+            seen(id + 9, A, D, Role::Response, u + 1550 * us, u + 1550 * us),
+        );
+        id += 10;
+    }
+    let t = 1_000_000 * ms;
+    step(&mut m, seen(1, C, A, Role::Request, t, t));
+    step(&mut m, seen(2, A, B, Role::Request, t + ms / 2, t + ms / 2));
+    step(
+        &mut m,
+        seen(3, B, A, Role::Response, t + 3 * ms / 2, t + 3 * ms / 2),
+    );
+    let asked = t + 6 * ms + 200 * us;
+    step(&mut m, seen(4, D, A, Role::Request, asked, asked));
+    let call = asked + ms / 2;
+    step(&mut m, seen(5, A, B, Role::Request, call, call));
+    step(&mut m, seen(6, B, A, Role::Response, call + ms, call + ms));
+    let reply = call + ms + 50 * us;
+    step(&mut m, seen(7, A, C, Role::Response, reply, reply));
+    m.finalize_all();
+    let mut out = Vec::new();
+    m.take_final(&mut out);
+    let parent = |id| out.iter().find(|f| f.0 == id).and_then(|f| f.1.parent());
+    assert_eq!(
+        parent(5),
+        Some(3),
+        "the second call is C's task's, after its answer"
+    );
+    assert_eq!(parent(7), Some(6), "its reply follows that call's answer");
+    assert_eq!(m.tally.nesting_moves, 1);
+}
