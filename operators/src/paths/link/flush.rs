@@ -412,12 +412,16 @@ impl Linker {
     }
 }
 
-/// Inserts an arrival into a node's list, by receive time (mostly in order: from the back).
+/// Inserts an arrival into a node's list, by receive time, after those at the same time.
+/// Mostly in order (appended); else found by halving: after a clock stepped back, every
+/// arrival goes before all the list holds, and a scan from the back made each insert cost
+/// the list (the degenerate corpus's time-jumps case).
 pub(super) fn insert_by_local(list: &mut VecDeque<Arrived>, a: Arrived) {
-    let mut i = list.len();
-    while i > 0 && list[i - 1].local_ns > a.local_ns {
-        i -= 1;
+    if list.back().is_none_or(|b| b.local_ns <= a.local_ns) {
+        list.push_back(a);
+        return;
     }
+    let i = list.partition_point(|x| x.local_ns <= a.local_ns);
     list.insert(i, a);
 }
 
