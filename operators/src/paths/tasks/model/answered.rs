@@ -147,17 +147,14 @@ impl Model {
             self.finish(node, p);
             return;
         };
-        let sig = signature_of(p.class);
+        unassign(node, p.id, from, old, p.class);
         if let Some(t) = node.tasks.iter_mut().find(|t| t.id == from) {
             t.arrivals.retain(|x| x.1 != a.1);
-            t.kids.remove((old, p.class));
-            t.signature = t.signature.wrapping_sub(sig);
         }
         let task = &mut node.tasks[ti];
-        let k = task.arrivals.partition_point(|x| x.0 <= a.0);
-        task.arrivals.insert(k, (a.0, a.1, a.2, a.3));
+        add_arrival(task, a);
         task.kids.push((pid, p.class));
-        task.signature = task.signature.wrapping_add(sig);
+        task.signature = task.signature.wrapping_add(signature_of(p.class));
         let tid = task.id;
         for r in node.recent.iter_mut().filter(|r| r.1 == a.1) {
             r.4 = tid;

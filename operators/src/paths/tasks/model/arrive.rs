@@ -231,26 +231,30 @@ impl Model {
             }
         }
         n.provisional.retain(|_, v| !v.is_empty());
-        match n.calls.remove(&call) {
-            None => self.tally.answers_without_call += 1,
+        let joined = match n.calls.remove(&call) {
+            None => {
+                self.tally.answers_without_call += 1;
+                false
+            }
             Some((task, _)) => {
                 reweigh_from(&mut n, at);
-                if let Some(t) = n.tasks.iter_mut().find(|t| t.id == task) {
-                    // In time order (after those at the same time), so that the latest
-                    // before a time is found by halving.
-                    let i = t.arrivals.partition_point(|a| a.0 <= at);
-                    t.arrivals.insert(i, (at, id, atype, bin));
-                    t.outstanding.retain(|c| *c != call);
-                } else {
-                    self.tally.calls_without_task += 1;
-                    if let Some(p) = held.take() {
-                        self.finish(&mut n, p);
+                match n.tasks.iter_mut().find(|t| t.id == task) {
+                    Some(t) => {
+                        add_arrival(t, (at, id, atype, bin));
+                        t.outstanding.retain(|c| *c != call);
+                        true
+                    }
+                    None => {
+                        self.tally.calls_without_task += 1;
+                        false
                     }
                 }
             }
-        }
-        if let Some(p) = held {
-            self.hold_answered(&mut n, p, (at, id, atype, bin));
+        };
+        match held {
+            Some(p) if joined => self.hold_answered(&mut n, p, (at, id, atype, bin)),
+            Some(p) => self.finish(&mut n, p),
+            None => {}
         }
         self.nodes.insert(node, n);
     }

@@ -91,6 +91,13 @@ pub(super) fn remember(node: &mut Node, a: (Time, u64, u64, u8, u64, Option<u64>
     }
 }
 
+/// Adds arrival `a` (receive time, id, type, size class) to `task`, in time order (after
+/// those at the same time), so that the latest before a time is found by halving.
+pub(super) fn add_arrival(task: &mut Task, a: (Time, u64, u64, u8)) {
+    let i = task.arrivals.partition_point(|x| x.0 <= a.0);
+    task.arrivals.insert(i, a);
+}
+
 /// Puts call `id` of `class`, sent at `at`, into the task at index `ti` with parent `pid`.
 pub(super) fn assign_call(node: &mut Node, id: u64, ti: usize, pid: u64, class: u64, at: Time) {
     let task = &mut node.tasks[ti];
