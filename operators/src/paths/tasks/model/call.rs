@@ -519,13 +519,42 @@ impl Joint<'_> {
         if held.taken[k] {
             score += SAME_CHILD;
         }
-        if rho < 0.999 {
-            let rank = waiting[..k].iter().filter(|w| **w).count();
-            let n = waiting.iter().filter(|w| **w).count() + usize::from(!waiting[k]);
-            score += order_log_prior(rho, rank, n);
-        } else {
-            score += order_log_prior(1.0, 0, options.len());
+        score + order_log_prior(rho, order_rank(waiting, k), options.len())
+    }
+}
+
+/// The rank of option `k` in the order the order prior reads: the tasks still waiting for
+/// a call of the class first, by age, then those whose slot was taken, by age. One order
+/// over all the options, so that the prior sums to one whatever `rho` (a prior that gave
+/// every taken slot the rank after the waiting ones summed to more, and made a strong order
+/// look likelier than the data said when the warm-up compared priors).
+fn order_rank(waiting: &[bool], k: usize) -> usize {
+    let before = waiting[..k].iter().filter(|w| **w == waiting[k]).count();
+    if waiting[k] {
+        before
+    } else {
+        waiting.iter().filter(|w| **w).count() + before
+    }
+}
+
+#[cfg(test)]
+mod order_tests {
+    use super::*;
+
+    #[test]
+    fn the_order_prior_over_a_calls_options_sums_to_one() {
+        let waiting = [false, true, false, true, true, false];
+        let mut ranks: Vec<usize> = (0..waiting.len())
+            .map(|k| order_rank(&waiting, k))
+            .collect();
+        assert_eq!(ranks[1], 0, "the oldest waiting task comes first");
+        ranks.sort_unstable();
+        assert_eq!(ranks, (0..waiting.len()).collect::<Vec<_>>());
+        for rho in [1.0, 0.5, 0.2, 0.1] {
+            let total: f64 = (0..waiting.len())
+                .map(|k| order_log_prior(rho, order_rank(&waiting, k), waiting.len()).exp())
+                .sum();
+            assert!((total - 1.0).abs() < 1e-9, "rho {rho}: {total}");
         }
-        score
     }
 }
