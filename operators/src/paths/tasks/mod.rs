@@ -411,8 +411,6 @@ impl Linker {
 fn warm_up(config: &TasksConfig, held: &[Box<Held>]) -> Model {
     let order = taken_in(held);
     let mut best: Option<(f64, Model)> = None;
-    // Per departure class: (its best log-likelihood, under which prior).
-    let mut per_class: FastMap<u64, (f64, f64)> = FastMap::default();
     for &rho in &config.rhos {
         let model_config = ModelConfig {
             rho,
@@ -425,12 +423,6 @@ fn warm_up(config: &TasksConfig, held: &[Box<Held>]) -> Model {
         }
         let score = model.score();
         tracing::debug!(rho, score, "link.tasks: warm-up");
-        for (&class, &s) in model.class_scores() {
-            let e = per_class.entry(class).or_insert((f64::NEG_INFINITY, rho));
-            if s > e.0 {
-                *e = (s, rho);
-            }
-        }
         if best.as_ref().is_none_or(|(s, _)| score > *s) {
             best = Some((score, model));
         }
@@ -438,12 +430,9 @@ fn warm_up(config: &TasksConfig, held: &[Box<Held>]) -> Model {
     let Some((_, model)) = best else {
         return Model::new(config.model);
     };
-    // Each class takes the prior under which its own decisions were likeliest, and the
-    // warm-up is linked once more so that what is learned agrees with them.
-    let rhos: FastMap<u64, f64> = per_class.into_iter().map(|(c, (_, r))| (c, r)).collect();
+    // One pass more, learning from the decisions of the one before.
     let c = model.config();
     let mut model = model.relearned(c, true);
-    model.set_rhos(rhos);
     replay(&mut model, &order);
     let m = model.relearned(c, false);
     if tracing::enabled!(tracing::Level::TRACE) {

@@ -25,8 +25,6 @@ impl Model {
             expired: 0,
             assign: Assign::default(),
             tally: Tally::default(),
-            rhos: FastMap::default(),
-            class_scores: FastMap::default(),
             reply_order: FastMap::default(),
         }
     }
@@ -51,7 +49,6 @@ impl Model {
         m.others = self.others.clone();
         m.repeats = self.repeats.clone();
         m.durations = self.durations.clone();
-        m.rhos = self.rhos.clone();
         m.reply_order = self.reply_order.clone();
         if batch {
             m.learning = Learning::Batch(Box::new((
@@ -83,11 +80,6 @@ impl Model {
         self.expired
     }
 
-    /// The order prior of departures of `class`.
-    pub(super) fn rho_of(&self, class: u64) -> f64 {
-        self.rhos.get(&class).copied().unwrap_or(self.config.rho)
-    }
-
     /// The order prior of `node`'s replies: from how often, where the structure alone
     /// decided, the task replied to was the longest waiting of two (`1/(1 + rho)`), with a
     /// uniform prior of one each way; 1 (no preference) while nothing was seen.
@@ -95,17 +87,6 @@ impl Model {
         let (n, first) = self.reply_order.get(&node).copied().unwrap_or((0.0, 0.0));
         let p = (first + 1.0) / (n + 2.0);
         ((1.0 - p) / p).clamp(0.02, 1.0)
-    }
-
-    /// The log-likelihood of the final decisions so far, per departure class.
-    pub fn class_scores(&self) -> &FastMap<u64, f64> {
-        &self.class_scores
-    }
-
-    /// Sets the order prior of departures of each class in `rhos` (others keep
-    /// `config.rho`).
-    pub fn set_rhos(&mut self, rhos: FastMap<u64, f64>) {
-        self.rhos = rhos;
     }
 
     /// The learned delays, for debugging.

@@ -285,7 +285,7 @@ impl Model {
             // The order prior depends on which tasks earlier calls took (a task that took
             // a call of this step no longer waits for one): refine the matching by
             // exchanging the tasks of two calls while that makes the whole likelier.
-            if set.len() <= MAX_REFINED && self.rho_of(class) < 0.999 {
+            if set.len() <= MAX_REFINED && self.config.rho < 0.999 {
                 self.refine(node, class, &set, &per_call, &mut chosen);
             }
             chosen
@@ -365,7 +365,7 @@ impl Model {
             set,
             per_call,
             holders,
-            rho: self.rho_of(class),
+            rho: self.config.rho,
         }
     }
 

@@ -417,10 +417,6 @@ pub struct Model {
     assign: Assign,
     /// What the run did that the paths do not show, logged at its end.
     pub tally: Tally,
-    /// Order priors per departure class, where the warm-up chose one (else `config.rho`).
-    rhos: FastMap<u64, f64>,
-    /// The log-likelihood of the final decisions so far, per departure class.
-    class_scores: FastMap<u64, f64>,
     /// Per node: (replies the structure alone decided among several waiting tasks, of
     /// those the longest waiting).
     reply_order: FastMap<u64, (f64, f64)>,

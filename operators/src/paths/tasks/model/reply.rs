@@ -276,7 +276,6 @@ impl Model {
         }
         let m = marginal(&decision);
         self.score += m;
-        *self.class_scores.entry(class).or_default() += m;
         // Learn from every option by its posterior (soft expectation-maximisation).
         let max = decision.options[b].1;
         let total: f64 = decision.options.iter().map(|o| (o.1 - max).exp()).sum();
