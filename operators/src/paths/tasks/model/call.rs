@@ -519,6 +519,10 @@ impl Joint<'_> {
         if held.taken[k] {
             score += SAME_CHILD;
         }
+        if rho >= 0.999 {
+            // No order: every option the same, whatever its rank.
+            return score + order_log_prior(1.0, 0, options.len());
+        }
         score + order_log_prior(rho, order_rank(waiting, k), options.len())
     }
 }

@@ -390,19 +390,20 @@ fn a_reply_takes_over_the_call_whose_answer_it_follows() {
         m.depart(&s);
         m.arrive(&s);
     };
+    // `from` asks A at `t` (message `id`), A calls B 0.5 ms later, B answers 1 ms after.
+    let asked_and_answered = |m: &mut Model, id: u64, from: u64, t: u64| {
+        step(m, seen(id, from, A, Role::Request, t, t));
+        step(m, seen(id + 1, A, B, Role::Request, t + ms / 2, t + ms / 2));
+        step(
+            m,
+            seen(id + 2, B, A, Role::Response, t + 3 * ms / 2, t + 3 * ms / 2),
+        );
+    };
     let mut id = 100;
     for i in 0..300 {
         let t = i * 100 * ms;
         let compute = 4 * ms + (i * 7 % 21) * ms / 10;
-        step(&mut m, seen(id, C, A, Role::Request, t, t));
-        step(
-            &mut m,
-            seen(id + 1, A, B, Role::Request, t + ms / 2, t + ms / 2),
-        );
-        step(
-            &mut m,
-            seen(id + 2, B, A, Role::Response, t + 3 * ms / 2, t + 3 * ms / 2),
-        );
+        asked_and_answered(&mut m, id, C, t);
         let second = t + 3 * ms / 2 + compute;
         step(&mut m, seen(id + 3, A, B, Role::Request, second, second));
         step(
@@ -412,15 +413,7 @@ fn a_reply_takes_over_the_call_whose_answer_it_follows() {
         let reply = second + ms + 50 * us;
         step(&mut m, seen(id + 5, A, C, Role::Response, reply, reply));
         let u = t + 50 * ms;
-        step(&mut m, seen(id + 6, D, A, Role::Request, u, u));
-        step(
-            &mut m,
-            seen(id + 7, A, B, Role::Request, u + ms / 2, u + ms / 2),
-        );
-        step(
-            &mut m,
-            seen(id + 8, B, A, Role::Response, u + 3 * ms / 2, u + 3 * ms / 2),
-        );
+        asked_and_answered(&mut m, id + 6, D, u);
         step(
             &mut m,
             seen(id + 9, A, D, Role::Response, u + 1550 * us, u + 1550 * us),
@@ -428,12 +421,7 @@ fn a_reply_takes_over_the_call_whose_answer_it_follows() {
         id += 10;
     }
     let t = 1_000_000 * ms;
-    step(&mut m, seen(1, C, A, Role::Request, t, t));
-    step(&mut m, seen(2, A, B, Role::Request, t + ms / 2, t + ms / 2));
-    step(
-        &mut m,
-        seen(3, B, A, Role::Response, t + 3 * ms / 2, t + 3 * ms / 2),
-    );
+    asked_and_answered(&mut m, 1, C, t);
     let asked = t + 6 * ms + 200 * us;
     step(&mut m, seen(4, D, A, Role::Request, asked, asked));
     let call = asked + ms / 2;
