@@ -207,14 +207,26 @@ fn check(
         );
     }
     // The bridge's real one-way latency is about 0.05 ms; pairing the wrong messages of a
-    // keep-alive connection made it seconds. A socket call's time includes its thread's
-    // wait for a core, which on a loaded 2-core machine reaches a millisecond now and then
-    // (`tools/multitier-runs.sh` reports p99 per run: 0.54-0.97 ms idle, 1.14 ms once
-    // under load), so the median is held to the wire and the tail to 2 ms.
+    // keep-alive connection made it seconds. From socket logs a message's latency also holds
+    // its receiver's wait for a core and for the interpreter, which on a loaded 2-core
+    // machine makes the tail milliseconds (p99 3.1 ms in CI run 74, the app's first request
+    // on a connection 29-36 ms as its thread starts), so the median is held to the wire, the
+    // tail only far below a wrong pairing, and the pairing itself to the app's own log.
     let p50 = s["bridge_ms"]["p50"].as_f64().unwrap();
     let p99 = s["bridge_ms"]["p99"].as_f64().unwrap();
     assert!(p50 < 0.2, "{what}: nginx ↔ app latency p50 {p50} ms");
-    assert!(p99 < 2.0, "{what}: nginx ↔ app latency p99 {p99} ms");
+    assert!(p99 < 20.0, "{what}: nginx ↔ app latency p99 {p99} ms");
+    if app_error.is_some() {
+        // A request's arrival at the app and its answer's departure, as its instance has
+        // them, within 1 ms of the app's log (run 74: 1278 of 1285; the 7 others had the
+        // request line read 1.2-2.2 ms after the request's first bytes).
+        let n = s["app_end"]["n"].as_f64().unwrap();
+        let agree = s["app_end"]["agree"].as_f64().unwrap();
+        assert!(
+            agree >= 0.98 * n,
+            "{what}: {agree} of {n} instances have the app's ends where its log has them"
+        );
+    }
 }
 
 #[test]

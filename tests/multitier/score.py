@@ -23,6 +23,10 @@ Prints one JSON object:
   top             the inferred patterns by count (path as hosts, count)
   nat             final address translations (public -> private)
   bridge_ms       one-way latency of messages between web and app (both ends traced): p50, p99
+  app_end         of the correct instances, how many have their request's arrival at the app
+                  and its answer's departure within 1 ms of the app's own log (`agree`), of
+                  how many (`n`): a message paired with the wrong request of a keep-alive
+                  connection is a whole request or more away
   skipped         the stats' skipped counts
 Standard library only.
 """
@@ -104,6 +108,7 @@ def main():
             by_port[port].append((root["send_ns"] or root["recv_ns"] or 0, inst))
 
     found = correct = 0
+    app_end = {"n": 0, "agree": 0}
     per = defaultdict(lambda: {"truth": 0, "correct": 0, "app_log_ms": [], "app_inferred_ms": []})
     for t in truth:
         key = f"{t['via']}/{t['kind']}"
@@ -127,6 +132,9 @@ def main():
                    and role.get(split(m["dst_endpoint"])[0]) == t["via"])
         if into["recv_ns"] and out["send_ns"]:
             p["app_inferred_ms"].append((out["send_ns"] - into["recv_ns"]) / 1e6)
+            app_end["n"] += 1
+            app_end["agree"] += (abs(into["recv_ns"] - t.get("t_read", t["t_recv"])) <= 1_000_000
+                                 and abs(out["send_ns"] - t["t_send"]) <= 1_000_000)
 
     count_of_shape, likeliest_of_shape = Counter(), Counter()
     for pid, d in patterns.items():
@@ -150,6 +158,7 @@ def main():
                      for sh, n in count_of_shape.most_common(12)]
     result["nat"] = sorted(nat)
     result["bridge_ms"] = {"n": len(bridge), "p50": pct(bridge, 0.5), "p99": pct(bridge, 0.99)}
+    result["app_end"] = app_end
     result["skipped"] = dict(skipped)
     json.dump(result, sys.stdout, indent=1)
     print()
