@@ -83,6 +83,8 @@ impl Model {
             node.provisional.values().flatten().map(|p| p.id).collect();
         // The options: (index of the task, score, parent id, parent type, delay).
         let mut options: SmallVec<[CallOption; 8]> = SmallVec::new();
+        // The options on the reply's own connection (all where the input names none).
+        let mut rivals = 0usize;
         let oldest = at.saturating_sub(config.task_timeout_ns);
         for (i, t) in node.tasks.iter().enumerate() {
             if t.opened > at {
@@ -114,6 +116,8 @@ impl Model {
                 && a != b
             {
                 score += OTHER_CONNECTION;
+            } else {
+                rivals += 1;
             }
             options.push((i, score, pid, ptype, d, bin));
         }
@@ -286,12 +290,18 @@ impl Model {
                 (d, c)
             }
         };
+        // A reply that could have closed any of `rivals` tasks on its connection teaches
+        // its delays 1/rivals as much as one with a single task to close: what it teaches
+        // follows the decision it helped make (at a leaf, the shortest service times
+        // learned pull each reply to the newest request, and teach shorter times still),
+        // where a reply with one task to close teaches the node's service time as it is.
+        let teach = 1.0 / rivals.max(1) as f32;
         for (k, &(ti, score, _, ptype, d, _)) in options.iter().enumerate() {
             let w = ((score - max).exp() / total) as f32;
             if w < 1e-3 && k != b {
                 continue;
             }
-            delays.learn((ptype, class, d, w));
+            delays.learn((ptype, class, d, w * teach));
             composition.learn((mix(to, s.src), node.tasks[ti].signature, w));
         }
         // A cross cause closes the likeliest task all the same.

@@ -441,3 +441,31 @@ fn a_reply_takes_over_the_call_whose_answer_it_follows() {
     assert_eq!(parent(7), Some(6), "its reply follows that call's answer");
     assert_eq!(m.tally.nesting_moves, 1);
 }
+
+/// A reply that could close either of two of its caller's tasks teaches the delays half as
+/// much as one that could close only one: its delay follows the decision it helped make.
+#[test]
+fn a_reply_with_rival_tasks_teaches_its_delay_less() {
+    let ms = 1_000_000;
+    let mut m = Model::new(ModelConfig::default());
+    let taught = |m: &Model| -> f32 { m.delays().summary().iter().map(|s| s.2).sum() };
+    let request = seen(1, C, A, Role::Request, 0, 0);
+    m.depart(&request);
+    m.arrive(&request);
+    let before = taught(&m);
+    let reply = seen(2, A, C, Role::Response, 2 * ms, 2 * ms);
+    m.depart(&reply);
+    m.arrive(&reply);
+    let alone = taught(&m) - before;
+    assert!((alone - 1.0).abs() < 1e-3, "one task to close: {alone}");
+    for (id, at) in [(3, 10 * ms), (4, 11 * ms)] {
+        let request = seen(id, C, A, Role::Request, at, at);
+        m.depart(&request);
+        m.arrive(&request);
+    }
+    let before = taught(&m);
+    let reply = seen(5, A, C, Role::Response, 13 * ms, 13 * ms);
+    m.depart(&reply);
+    let rivals = taught(&m) - before;
+    assert!((rivals - 0.5).abs() < 2e-3, "two tasks to close: {rivals}");
+}
