@@ -20,7 +20,10 @@
 //!   call held in another task better than its own latest arrival takes the call over),
 //!   the order in which the system takes up waiting tasks,
 //!   sizes, how many calls of a class tasks make and how long they last (a task that lost
-//!   its reply to another stops taking calls), and coincidences against a time-shifted null
+//!   its reply to another stops taking calls), how far a call's option's latest arrival, at
+//!   its delay, explains such calls beyond chance (counted at every call against its time
+//!   shifted into the past, whatever was decided: the learned delays follow the decisions
+//!   they helped make, this does not), and coincidences against a time-shifted null
 //!   (a reply caused by another caller's request that came while its task waited: a
 //!   queue's pop answered when a push comes in; at such a queue, a pop answered at once from
 //!   a backlog carries the oldest job not handed out, in the order the pops came, where its
@@ -61,7 +64,7 @@
 //! - **Cost**: per message, a hash of its endpoints and two reorder-buffer moves; per
 //!   departure, one pass over its node's open tasks (a histogram lookup each), and for a
 //!   call the joint decision of its class's provisional calls over their 16 likeliest
-//!   tasks each. The warm-up
+//!   tasks each, and two scans of its node's 32 latest arrivals (its coincidences). The warm-up
 //!   is linked `3 · rhos` times more.
 
 pub mod evidence;

@@ -63,6 +63,14 @@ impl Coincidence {
         }
     }
 
+    /// Whether enough departures of `class` were scanned for its coincidences to be
+    /// believed.
+    pub fn believed(&self, class: u64) -> bool {
+        self.scanned
+            .get(&class)
+            .is_some_and(|n| *n >= COINCIDENCE_EVIDENCE)
+    }
+
     /// The probability that an arrival of `atype` `delay_ns` before a departure of `class`
     /// caused it: the excess of such arrivals over chance, as a share of them.
     pub fn probability(&self, atype: u64, class: u64, delay_ns: i64) -> f64 {

@@ -16,6 +16,7 @@ impl Model {
             sizes: Sizes::remembering(config.memory),
             coincidence: Coincidence::remembering(config.memory),
             others: Coincidence::remembering(config.memory),
+            call_coincidence: Coincidence::remembering(config.memory),
             repeats: Repeats::remembering(config.memory),
             durations: Durations::remembering(config.memory),
             learning: Learning::Online,
@@ -47,6 +48,7 @@ impl Model {
         m.sizes = sizes;
         m.coincidence = self.coincidence.clone();
         m.others = self.others.clone();
+        m.call_coincidence = self.call_coincidence.clone();
         m.repeats = self.repeats.clone();
         m.durations = self.durations.clone();
         m.reply_order = self.reply_order.clone();

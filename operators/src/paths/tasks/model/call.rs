@@ -147,6 +147,15 @@ impl Model {
         let config = self.config;
         let oldest = at.saturating_sub(config.task_timeout_ns);
         let mut weighed = Vec::new();
+        // The arrivals just before the call, whose coincidence with calls of the class is
+        // counted (`call`): an option whose latest arrival is among them is weighed also by
+        // how far such an arrival at that delay explains such a call beyond chance.
+        let believed = self.call_coincidence.believed(class);
+        let scanned: SmallVec<[u64; CALL_SCAN]> = if believed {
+            recent_before(node, at).iter().map(|r| r.1).collect()
+        } else {
+            SmallVec::new()
+        };
         for t in node.tasks.iter() {
             if t.opened > at {
                 break;
@@ -161,9 +170,16 @@ impl Model {
                 continue;
             }
             let d = delay(pt, at);
-            let score = self.delays.read((ptype, class, d))
+            let mut score = self.delays.read((ptype, class, d))
                 + self.sizes.read((ptype, class, bin))
                 + self.durations.read((t.class, delay(t.opened, at)));
+            if scanned.contains(&pid) {
+                score += self
+                    .call_coincidence
+                    .read((ptype, class, d))
+                    .max(CALL_LEAST)
+                    .ln();
+            }
             weighed.push(Weighed {
                 task: t.id,
                 opened: t.opened,
@@ -182,6 +198,17 @@ impl Model {
         let Some(mut node) = self.nodes.remove(&s.src) else {
             return;
         };
+        // Counted at every call, whatever is decided: nothing learned feeds back.
+        if let Some(shifted) = null_time(&node, at, s.id) {
+            let pairs = |until: Time| -> SmallVec<[(u64, i64); CALL_SCAN]> {
+                recent_before(&node, until)
+                    .iter()
+                    .map(|r| (r.2, delay(r.0, until)))
+                    .collect()
+            };
+            self.call_coincidence
+                .learn((class, &pairs(at), &pairs(shifted)));
+        }
         let new = Provisional {
             id: s.id,
             class,

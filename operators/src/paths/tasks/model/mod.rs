@@ -160,6 +160,11 @@ const RECENT_NS: Time = 4 * CROSS_WINDOW_NS;
 const CROSS_LEAST: f64 = 0.6;
 /// The least the own cause's coincidence counts for, against a cross cause's.
 const MIN_OWN: f64 = 0.05;
+/// The least a call's option counts for whose latest arrival explains the call no more than
+/// chance does ([`Model::call_coincidence`]).
+const CALL_LEAST: f64 = 0.2;
+/// The recent arrivals before a call whose coincidences with it are counted.
+const CALL_SCAN: usize = 32;
 /// An own cause that precedes its class beyond chance this often or more is never passed
 /// over for another task's arrival.
 const OWN_AT_CHANCE: f64 = 0.2;
@@ -401,6 +406,11 @@ pub struct Model {
     /// another task's arrival explains it beyond chance: high for a queue's pop reply after a
     /// push, at chance for a busy server's reply after its other tasks' answers).
     others: Coincidence,
+    /// Coincidences of each arrival type with a server's calls of each class: how far an
+    /// arrival at a delay before a call explains it beyond chance (a call follows its own
+    /// task's latest arrival at its typical delay time after time; another task's answer
+    /// lies just before it only as often as chance puts one there).
+    call_coincidence: Coincidence,
     /// How many calls of each class tasks make, per task class.
     repeats: Repeats,
     /// How long tasks last, per task class.

@@ -77,6 +77,20 @@ pub(super) fn null_time(node: &Node, at: Time, id: u64) -> Option<Time> {
     covered.then_some(shifted)
 }
 
+/// The at most [`CALL_SCAN`] latest of `node`'s recent arrivals at or before `until` and
+/// within [`CROSS_WINDOW_NS`] of it, newest first.
+pub(super) fn recent_before(
+    node: &Node,
+    until: Time,
+) -> SmallVec<[&(Time, u64, u64, u8, u64, Option<u64>); CALL_SCAN]> {
+    node.recent
+        .iter()
+        .rev()
+        .filter(|r| r.0 <= until && until - r.0 <= CROSS_WINDOW_NS)
+        .take(CALL_SCAN)
+        .collect()
+}
+
 /// Notes an arrival among `node`'s recent ones.
 pub(super) fn remember(node: &mut Node, a: (Time, u64, u64, u8, u64, Option<u64>)) {
     node.recent.push_back(a);

@@ -469,3 +469,60 @@ fn a_reply_with_rival_tasks_teaches_its_delay_less() {
     let rivals = taught(&m) - before;
     assert!((rivals - 0.5).abs() < 2e-3, "two tasks to close: {rivals}");
 }
+
+/// A server that calls B 5 ms after each request (requests 1-3 ms apart), while the answers
+/// of its other tasks' calls come at any time: the calls' coincidences, counted whatever was
+/// decided, say the request at 5 ms explains a call beyond chance and another task's answer
+/// just before it does not.
+#[test]
+fn a_calls_coincidences_tell_its_cause_from_chance() {
+    let us = 1_000;
+    let mut m = Model::new(ModelConfig::default());
+    let mut finals = Vec::new();
+    let mut id = 100;
+    let mut next = || {
+        id += 1;
+        id
+    };
+    // Requests 1-3 ms apart; each one's call at +5 ms; B answers after 1.95 ms; A replies
+    // 0.45 ms after the answer.
+    let mut events: Vec<(Time, Seen, bool)> = Vec::new();
+    let (mut t, mut lcg) = (0, 12_345u64);
+    for _ in 0..300 {
+        lcg = lcg.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        t += 1_000 * us + (lcg >> 33) % (2_000 * us);
+        let request = seen(next(), C, A, Role::Request, t, t);
+        let call = seen(next(), A, B, Role::Request, t + 5_000 * us, t + 5_000 * us);
+        let answer = seen(next(), B, A, Role::Response, t + 6_950 * us, t + 6_950 * us);
+        let reply = seen(next(), A, C, Role::Response, t + 7_400 * us, t + 7_400 * us);
+        for s in [request, call, answer, reply] {
+            events.push((s.send_local.unwrap(), s, true));
+            events.push((s.recv_local.unwrap(), s, false));
+        }
+    }
+    // Departures before arrivals at the same time.
+    events.sort_by_key(|e| (e.0, !e.2));
+    for (_, s, departs) in &events {
+        if *departs {
+            m.depart(s);
+        } else {
+            m.arrive(s);
+        }
+        m.take_final(&mut finals);
+    }
+    let class = departure_class(A, B, Role::Request);
+    let cause = m.call_coincidence.read((
+        arrival_type(CLIENT, Role::Request),
+        class,
+        5_000 * us as i64,
+    ));
+    let chance = m
+        .call_coincidence
+        .read((arrival_type(B, Role::Response), class, 50 * us as i64));
+    assert!(m.call_coincidence.believed(class));
+    assert!(cause > 0.05, "the request 5 ms before: {cause}");
+    assert!(
+        chance < cause / 4.0,
+        "another task's answer 50 µs before: {chance}"
+    );
+}
